@@ -1,0 +1,3 @@
+from units_api.cli import app
+
+app()

@@ -1,0 +1,157 @@
+"""The application factory: middleware, error handlers, routers, lifespan."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.routing import APIRoute
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.routing import compile_path
+
+from units_api.auth.router import router as keys_router
+from units_api.auth.service import Authenticator
+from units_api.config import Settings
+from units_api.context import AppContext
+from units_api.db import Database, create_engine
+from units_api.errors import (
+    PROBLEM_CONTENT_TYPE,
+    ApiError,
+    InvalidParameter,
+    MethodNotAllowed,
+    NotFound,
+)
+from units_api.http.idempotency import Idempotency
+from units_api.http.json import JSONResponse, dumps
+from units_api.http.middleware import RequestContextMiddleware
+from units_api.http.ratelimit import create_limiter
+from units_api.openapi import build_openapi
+from units_api.ops import router as ops_router
+from units_api.units.router import router as units_router
+
+log = logging.getLogger(__name__)
+
+
+def problem_response(request: Request, error: ApiError) -> Response:
+    state = request.scope.get("state", {})
+    body = error.problem(state.get("original_path", request.url.path), state.get("request_id"))
+    return Response(
+        dumps(body), status_code=error.status, headers=error.headers,
+        media_type=PROBLEM_CONTENT_TYPE,
+    )
+
+
+ROUTERS = (units_router, keys_router, ops_router)
+
+
+def _method_table() -> list[tuple[re.Pattern[str], set[str]]]:
+    table: list[tuple[re.Pattern[str], set[str]]] = []
+    for router in ROUTERS:
+        for route in router.routes:
+            if isinstance(route, APIRoute):
+                regex, _, _ = compile_path(route.path)
+                table.append((regex, set(route.methods)))
+    return table
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for regex, route_methods in request.app.state.method_table:
+        if regex.match(request.url.path):
+            methods |= route_methods
+    return sorted(methods)
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return problem_response(request, exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    error: ApiError
+    if exc.status_code == 404:
+        error = NotFound(f"No route for {request.url.path}.")
+    elif exc.status_code == 405:
+        allowed = ", ".join(_allowed_methods(request))
+        error = MethodNotAllowed(
+            f"{request.method} is not allowed here; use {allowed}.", headers={"Allow": allowed}
+        )
+    else:
+        error = ApiError(str(exc.detail), headers=exc.headers)
+        error.status, error.code, error.title = exc.status_code, "http-error", str(exc.detail)
+    return problem_response(request, error)
+
+
+async def _request_validation(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("query", "path", "header")]
+    name = ".".join(loc) or "request"
+    return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error", exc_info=exc)
+    return problem_response(request, ApiError("An unexpected error occurred; it was logged."))
+
+
+def create_context(settings: Settings) -> AppContext:
+    db = Database(create_engine(settings.database_url, settings.db_pool_size))
+    return AppContext(
+        settings=settings,
+        db=db,
+        limiter=create_limiter(settings.redis_url),
+        authenticator=Authenticator(db, settings.auth_cache_seconds),
+        idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
+    )
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        context = create_context(settings)
+        app.state.context = context
+        try:
+            yield
+        finally:
+            await context.limiter.close()
+            await context.db.dispose()
+
+    app = FastAPI(
+        title="Units API",
+        lifespan=lifespan,
+        redirect_slashes=False,
+        default_response_class=JSONResponse,
+        docs_url="/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    for router in ROUTERS:
+        app.include_router(router)
+    app.state.method_table = _method_table()
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
+
+    def openapi() -> dict[str, Any]:
+        return build_openapi(app)
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.get("/", include_in_schema=False)
+    async def index() -> Response:
+        return JSONResponse({"name": "Units API", "openapi": "/openapi.json", "docs": "/docs"})
+
+    return app
+

@@ -1,0 +1,112 @@
+"""Admin API for keys: issue, list, read, revoke."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from units_api.auth import repository, service
+from units_api.auth.deps import require
+from units_api.auth.schemas import ApiKeyCreate
+from units_api.auth.scopes import ADMIN
+from units_api.auth.service import Principal, parse_key_id, render_key
+from units_api.context import AppContext, get_context
+from units_api.db import utcnow
+from units_api.errors import InvalidParameter
+from units_api.http.body import read_json
+from units_api.http.cursor import decode_cursor, encode_cursor, parse_limit
+from units_api.http.docs import json_body, problems, success
+from units_api.http.json import JSONResponse
+from units_api.validation import parse_model
+
+router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Issue an API key",
+    description="The secret (`key`) is in this response only; it is stored as a hash.",
+    responses={**success(201, "ApiKeyCreated", "The key record and its secret", ("Location",)),
+               **problems(400, 413, 415, 422)},
+    openapi_extra=json_body("ApiKeyCreate"),
+)
+async def create_key(
+    request: Request,
+    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    body = await read_json(request, context.settings.max_body_bytes)
+    spec = parse_model(ApiKeyCreate, body.value)
+    async with context.db.transaction() as conn:
+        created = await service.create_key(conn, spec)
+    return JSONResponse(
+        created, status_code=201, headers={"Location": f"/api/v2/api-keys/{created['id']}"}
+    )
+
+
+@router.get(
+    "",
+    summary="List API keys",
+    responses={**success(200, "ApiKeyPage", "A page of keys"), **problems(400)},
+)
+async def list_keys(
+    limit: str | None = Query(None, description="1..200, default 50"),
+    cursor: str | None = Query(None, description="nextCursor of the previous page"),
+    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    size = parse_limit(limit, default=50, maximum=200)
+    after = None
+    if cursor is not None:
+        (raw,) = decode_cursor(cursor, 1)
+        try:
+            after = uuid.UUID(str(raw))
+        except ValueError:
+            raise InvalidParameter("cursor", "is not a valid cursor") from None
+    async with context.db.read() as conn:
+        rows = await repository.page(conn, after, size + 1)
+    more = len(rows) > size
+    rows = rows[:size]
+    return JSONResponse({
+        "data": [render_key(row) for row in rows],
+        "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None,
+    })
+
+
+@router.get(
+    "/{id}",
+    summary="Read an API key",
+    responses={**success(200, "ApiKeyRead", "The key record (never the secret)"),
+               **problems(404)},
+)
+async def get_key(
+    id: str,
+    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    async with context.db.read() as conn:
+        row = await service.get_key(conn, parse_key_id(id))
+    return JSONResponse(render_key(row))
+
+
+@router.delete(
+    "/{id}",
+    status_code=204,
+    summary="Revoke an API key",
+    response_class=Response,
+    responses={204: {"description": "Revoked"}, **problems(404)},
+)
+async def revoke_key(
+    id: str,
+    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    key_id = parse_key_id(id)
+    async with context.db.transaction() as conn:
+        await service.get_key(conn, key_id)
+        await repository.revoke(conn, key_id, utcnow())
+    context.authenticator.forget(key_id)
+    return Response(status_code=204)

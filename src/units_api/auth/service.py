@@ -1,0 +1,177 @@
+"""API keys: issuing, revoking, and resolving a bearer secret to a principal."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.auth import repository
+from units_api.auth.schemas import ApiKeyCreate, parse_time
+from units_api.auth.scopes import grants
+from units_api.auth.secrets import hash_secret, new_secret, same_hash, visible_prefix
+from units_api.db import Database, format_time, utcnow, uuid7
+from units_api.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
+from units_api.http.ratelimit import Rate, parse_rate
+
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    key_id: uuid.UUID
+    name: str
+    scopes: frozenset[str]
+    policy: str | None
+    rate: Rate | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def actor(self) -> dict[str, Any]:
+        return {"type": "apiKey", "id": str(self.key_id), "name": self.name}
+
+    def require(self, scope: str) -> None:
+        if not grants(self.scopes, scope):
+            raise Forbidden(f"This API key lacks the '{scope}' scope.")
+
+
+def render_key(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "name": row["name"],
+        "prefix": row["prefix"],
+        "scopes": orjson.loads(row["scopes"]),
+        "policy": row["policy"],
+        "rateLimit": row["rate_limit"],
+        "expiresAt": format_time(row["expires_at"]),
+        "createdAt": format_time(row["created_at"]),
+        "lastUsedAt": format_time(row["last_used_at"]),
+        "revokedAt": format_time(row["revoked_at"]),
+    }
+
+
+async def create_key(conn: AsyncConnection, spec: ApiKeyCreate) -> dict[str, Any]:
+    """Issue a key; the returned record carries the secret under `key`, the only time."""
+    if spec.policy is not None:
+        raise ValidationFailed([("policy", "key policies are not available yet")])
+    secret = new_secret()
+    values = {
+        "id": uuid7(),
+        "name": spec.name,
+        "prefix": visible_prefix(secret),
+        "secret_hash": hash_secret(secret),
+        "scopes": orjson.dumps(sorted(set(spec.scopes))).decode(),
+        "policy": spec.policy,
+        "rate_limit": spec.rateLimit,
+        "expires_at": parse_time(spec.expiresAt),
+        "created_at": utcnow(),
+        "last_used_at": None,
+        "revoked_at": None,
+    }
+    await repository.insert(conn, values)
+    row = await repository.by_id(conn, values["id"])
+    assert row is not None
+    return {**render_key(row), "key": secret}
+
+
+def parse_key_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"No API key {raw}.") from None
+
+
+async def get_key(conn: AsyncConnection, key_id: uuid.UUID) -> RowMapping:
+    row = await repository.by_id(conn, key_id)
+    if row is None:
+        raise NotFound(f"No API key {key_id}.")
+    return row
+
+
+def _principal(row: RowMapping) -> Principal:
+    return Principal(
+        key_id=row["id"],
+        name=row["name"],
+        scopes=frozenset(orjson.loads(row["scopes"])),
+        policy=row["policy"],
+        rate=parse_rate(row["rate_limit"]) if row["rate_limit"] else None,
+        expires_at=row["expires_at"],
+        revoked_at=row["revoked_at"],
+    )
+
+
+@dataclass(slots=True)
+class _Cached:
+    principal: Principal
+    secret_hash: str
+    loaded: float
+    last_used: datetime | None
+
+
+class Authenticator:
+    """Resolves bearer secrets, with a short per-process cache to keep reads off the DB."""
+
+    def __init__(self, db: Database, cache_seconds: float) -> None:
+        self._db = db
+        self._ttl = cache_seconds
+        self._cache: dict[str, _Cached] = {}
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        secret = _bearer(authorization)
+        digest = hash_secret(secret)
+        entry = self._cache.get(digest)
+        if entry is None or time.monotonic() - entry.loaded > self._ttl:
+            entry = await self._load(digest)
+        principal = entry.principal
+        now = datetime.now(UTC)
+        if principal.revoked_at is not None:
+            raise Unauthorized("The API key was revoked.")
+        if principal.expires_at is not None and principal.expires_at <= now:
+            raise Unauthorized("The API key has expired.")
+        if entry.last_used is None or now - entry.last_used > LAST_USED_RESOLUTION:
+            entry.last_used = now
+            async with self._db.transaction() as conn:
+                await repository.touch(conn, principal.key_id, utcnow())
+        return principal
+
+    async def _load(self, digest: str) -> _Cached:
+        async with self._db.read() as conn:
+            row = await repository.by_hash(conn, digest)
+        if row is None or not same_hash(row["secret_hash"], digest):
+            self._cache.pop(digest, None)
+            raise Unauthorized("The API key is not valid.")
+        entry = _Cached(_principal(row), digest, time.monotonic(), row["last_used_at"])
+        self._cache[digest] = entry
+        return entry
+
+    def forget(self, key_id: uuid.UUID) -> None:
+        for digest, entry in list(self._cache.items()):
+            if entry.principal.key_id == key_id:
+                del self._cache[digest]
+
+
+def _bearer(authorization: str | None) -> str:
+    if not authorization:
+        raise Unauthorized("Send an API key as 'Authorization: Bearer <key>'.")
+    scheme, _, secret = authorization.partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret or " " in secret:
+        raise Unauthorized("The Authorization header must be 'Bearer <key>'.")
+    return secret
+
+
+async def bootstrap_admin_key(db: Database) -> str | None:
+    """On a store with no usable key, issue an admin key and return its secret (once)."""
+    async with db.transaction() as conn:
+        if await repository.count_usable(conn) > 0:
+            return None
+        created = await create_key(conn, ApiKeyCreate(name="bootstrap admin", scopes=["admin"]))
+    secret: str = created["key"]
+    return secret

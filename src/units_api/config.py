@@ -1,0 +1,65 @@
+"""Configuration: one Settings object read from `UNITS_API_*` environment variables."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
+VOCABULARY_FIELDS = ("type", "priceBase", "uom", "featureType", "view", "service")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="UNITS_API_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str | None = None
+    auto_migrate: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    log_level: str = "INFO"
+    access_log: bool = True
+    rate_limit: str = "6000/minute"
+    auth_cache_seconds: float = Field(default=2.0, ge=0)
+    db_pool_size: int = Field(default=10, ge=1)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
+    bootstrap_admin_key: bool = True
+    # Comma lists; an empty value leaves the vocabulary free.
+    vocab_type: str = ""
+    vocab_price_base: str = ""
+    vocab_uom: str = ""
+    vocab_feature_type: str = ""
+    vocab_view: str = ""
+    vocab_service: str = ""
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if not value.startswith(("sqlite", "postgresql", "postgres")):
+            raise ValueError("UNITS_API_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        return value
+
+    @cached_property
+    def vocabularies(self) -> dict[str, tuple[str, ...]]:
+        raw = {
+            "type": self.vocab_type,
+            "priceBase": self.vocab_price_base,
+            "uom": self.vocab_uom,
+            "featureType": self.vocab_feature_type,
+            "view": self.vocab_view,
+            "service": self.vocab_service,
+        }
+        return {
+            name: tuple(v.strip() for v in value.split(",") if v.strip())
+            for name, value in raw.items()
+            if value.strip()
+        }
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

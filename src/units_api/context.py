@@ -1,0 +1,30 @@
+"""What the running app holds: settings, database, and the shared per-process helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+
+from units_api.config import Settings
+from units_api.db import Database
+from units_api.http.ratelimit import Limiter
+
+if TYPE_CHECKING:
+    from units_api.auth.service import Authenticator
+    from units_api.http.idempotency import Idempotency
+
+
+@dataclass(slots=True)
+class AppContext:
+    settings: Settings
+    db: Database
+    limiter: Limiter
+    authenticator: Authenticator
+    idempotency: Idempotency
+
+
+def get_context(request: Request) -> AppContext:
+    context: AppContext = request.app.state.context
+    return context

@@ -1,0 +1,168 @@
+"""Database plumbing: metadata, portable column types, engines and transactions.
+
+Dialect differences live here (types, pragmas, transaction start) so the repositories stay
+portable between SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on both dialects (SQLite keeps naive UTC text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Number(TypeDecorator[Decimal]):
+    """Exact NUMERIC on PostgreSQL, REAL on SQLite (the record keeps the exact text)."""
+
+    impl = Numeric
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(Float(asdecimal=False))
+        return dialect.type_descriptor(Numeric(asdecimal=True))
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return float(value) if dialect.name == "sqlite" else Decimal(value)
+
+
+def utcnow() -> datetime:
+    """Now, truncated to the millisecond the API shows."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def format_time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def uuid7() -> uuid.UUID:
+    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits."""
+    millis = int(datetime.now(UTC).timestamp() * 1000)
+    rand = int.from_bytes(uuid.uuid4().bytes, "big")
+    value = (millis & (2**48 - 1)) << 80
+    value |= 0x7 << 76
+    value |= (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & (2**62 - 1)
+    return uuid.UUID(int=value)
+
+
+def async_url(url: str) -> URL:
+    parsed = make_url(url)
+    if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed
+
+
+def _tune_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+        # Let SQLAlchemy's "begin" event own BEGIN, so writers take the lock up front.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        for pragma in (
+            "journal_mode=WAL",
+            "synchronous=NORMAL",
+            "foreign_keys=ON",
+            "busy_timeout=10000",
+            "cache_size=-65536",
+            "temp_store=MEMORY",
+        ):
+            cursor.execute(f"PRAGMA {pragma}")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+    parsed = async_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(parsed, pool_size=pool_size, max_overflow=pool_size)
+        _tune_sqlite(engine)
+        return engine
+    return create_async_engine(
+        parsed,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=False,
+        connect_args={"server_settings": {"application_name": "units-api"}},
+    )
+
+
+class Database:
+    """The engine plus the two ways the service talks to it."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
+        async with self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction, committed on a clean exit and rolled back on any error."""
+        async with self.engine.connect() as conn:
+            if self.dialect == "sqlite":
+                await conn.execution_options(sqlite_begin="IMMEDIATE")
+            async with conn.begin():
+                yield conn
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()

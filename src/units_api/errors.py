@@ -1,0 +1,124 @@
+"""The exception hierarchy. Every error leaves the service as one problem+json shape.
+
+Each class carries a stable `code`; the problem `type` is `/problems/<code>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+class ApiError(Exception):
+    status: int = 500
+    code: str = "internal-error"
+    title: str = "Internal server error"
+
+    def __init__(
+        self,
+        detail: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+    def problem(self, instance: str, request_id: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "type": f"/problems/{self.code}",
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "instance": instance,
+            "requestId": request_id,
+        }
+        body.update(self.extra)
+        return body
+
+
+class BadRequest(ApiError):
+    status, code, title = 400, "bad-request", "Bad request"
+
+
+class MalformedJson(BadRequest):
+    code, title = "malformed-json", "Request body is not valid JSON"
+
+
+class InvalidParameter(BadRequest):
+    code, title = "invalid-parameter", "Invalid query parameter"
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(f"{parameter}: {message}", extra={"parameter": parameter})
+
+
+class Unauthorized(ApiError):
+    status, code, title = 401, "unauthorized", "Authentication required"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": 'Bearer realm="units-api"'})
+
+
+class Forbidden(ApiError):
+    status, code, title = 403, "forbidden", "Forbidden"
+
+
+class NotFound(ApiError):
+    status, code, title = 404, "not-found", "Not found"
+
+
+class MethodNotAllowed(ApiError):
+    status, code, title = 405, "method-not-allowed", "Method not allowed"
+
+
+class Conflict(ApiError):
+    status, code, title = 409, "conflict", "Conflict"
+
+
+class IdempotencyInFlight(Conflict):
+    code, title = "idempotency-in-flight", "A request with this Idempotency-Key is in progress"
+
+
+class PreconditionFailed(ApiError):
+    status, code, title = 412, "precondition-failed", "Precondition failed"
+
+
+class PayloadTooLarge(ApiError):
+    status, code, title = 413, "payload-too-large", "Payload too large"
+
+
+class UnsupportedMediaType(ApiError):
+    status, code, title = 415, "unsupported-media-type", "Unsupported media type"
+
+
+class ValidationFailed(ApiError):
+    status, code, title = 422, "validation-error", "The request did not pass validation"
+
+    def __init__(self, errors: Iterable[tuple[str, str]], detail: str | None = None) -> None:
+        listed = [{"field": field, "message": message} for field, message in errors]
+        super().__init__(
+            detail or f"{len(listed)} validation error(s)", extra={"errors": listed}
+        )
+        self.errors = listed
+
+
+class IdempotencyMismatch(ValidationFailed):
+    code, title = "idempotency-key-reused", "Idempotency-Key reused with a different body"
+
+    def __init__(self) -> None:
+        super().__init__(
+            [("Idempotency-Key", "was already used with a different request body")],
+            detail="This Idempotency-Key was already used with a different request body.",
+        )
+
+
+class RateLimited(ApiError):
+    status, code, title = 429, "rate-limited", "Too many requests"
+
+
+class ServiceUnavailable(ApiError):
+    status, code, title = 503, "unavailable", "Service unavailable"

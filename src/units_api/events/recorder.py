@@ -1,0 +1,35 @@
+"""Writing outbox events inside the caller's transaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import utcnow, uuid7
+from units_api.events.tables import events
+from units_api.http.json import dumps
+
+
+async def record_event(
+    conn: AsyncConnection,
+    event_type: str,
+    *,
+    unit_id: uuid.UUID | None,
+    version: int | None,
+    actor: dict[str, Any],
+    data: dict[str, Any],
+) -> None:
+    await conn.execute(
+        events.insert().values(
+            id=uuid7(),
+            type=event_type,
+            occurred_at=utcnow(),
+            unit_id=unit_id,
+            version=version,
+            actor=orjson.dumps(actor).decode(),
+            data=dumps(data).decode(),
+        )
+    )

@@ -1,0 +1,137 @@
+"""Idempotency-Key: the first response to a key is stored and replayed for the TTL.
+
+The key is claimed in its own short transaction (so a twin sees it in flight and gets a
+409); the response is stored in the operation's own transaction, so it exists exactly when
+the operation committed. A failed operation releases the key for a retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+import orjson
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from starlette.requests import Request
+from starlette.responses import Response
+
+from units_api.db import Database, utcnow
+from units_api.errors import BadRequest, IdempotencyInFlight, IdempotencyMismatch
+from units_api.http.tables import idempotency_keys as table
+
+HEADER = "idempotency-key"
+REPLAYED = "Idempotent-Replayed"
+_KEPT_HEADERS = ("content-type", "location", "etag")
+# A claim this old belongs to a process that died mid-request; it may be taken over.
+_ABANDONED_AFTER = timedelta(minutes=2)
+
+Operation = Callable[[AsyncConnection], Awaitable[Response]]
+
+
+def _valid_key(key: str) -> str:
+    if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
+        raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
+    return key
+
+
+def _request_hash(request: Request, body: bytes) -> str:
+    digest = hashlib.sha256(f"{request.method} {request.url.path}\n".encode())
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def _replay(status: int, headers_json: str | None, body: bytes | None) -> Response:
+    headers = orjson.loads(headers_json or "{}")
+    headers[REPLAYED] = "true"
+    return Response(content=body or b"", status_code=status, headers=headers)
+
+
+class Idempotency:
+    def __init__(self, db: Database, ttl_seconds: int) -> None:
+        self._db = db
+        self._ttl = timedelta(seconds=ttl_seconds)
+
+    async def run(self, request: Request, owner: str, body: bytes, operation: Operation) -> Response:
+        """Run `operation` in one transaction, honouring the request's Idempotency-Key."""
+        raw_key = request.headers.get(HEADER)
+        if raw_key is None:
+            async with self._db.transaction() as conn:
+                return await operation(conn)
+        key = _valid_key(raw_key)
+        replay = await self._claim(owner, key, _request_hash(request, body))
+        if replay is not None:
+            return replay
+        try:
+            async with self._db.transaction() as conn:
+                response = await operation(conn)
+                await self._store(conn, owner, key, response)
+            return response
+        except BaseException:
+            await asyncio.shield(self._release(owner, key))
+            raise
+
+    async def _claim(self, owner: str, key: str, request_hash: str) -> Response | None:
+        now = utcnow()
+        try:
+            async with self._db.transaction() as conn:
+                row = (
+                    await conn.execute(
+                        select(table)
+                        .where(table.c.owner == owner, table.c.key == key)
+                        .with_for_update()
+                    )
+                ).mappings().first()
+                if row is not None and self._is_live(row, now):
+                    return self._existing(row, request_hash)
+                if row is not None:
+                    await conn.execute(
+                        delete(table).where(table.c.owner == owner, table.c.key == key)
+                    )
+                await conn.execute(
+                    table.insert().values(
+                        owner=owner, key=key, request_hash=request_hash,
+                        state="in_flight", created_at=now,
+                    )
+                )
+        except IntegrityError:
+            raise IdempotencyInFlight("A request with this Idempotency-Key is in progress.") from None
+        return None
+
+    def _is_live(self, row: RowMapping, now: datetime) -> bool:
+        if row["state"] == "in_flight":
+            return bool(row["created_at"] > now - _ABANDONED_AFTER)
+        return bool(row["created_at"] > now - self._ttl)
+
+    @staticmethod
+    def _existing(row: RowMapping, request_hash: str) -> Response:
+        if row["request_hash"] != request_hash:
+            raise IdempotencyMismatch()
+        if row["state"] != "done":
+            raise IdempotencyInFlight("A request with this Idempotency-Key is in progress.")
+        return _replay(row["status_code"], row["headers"], row["body"])
+
+    async def _store(self, conn: AsyncConnection, owner: str, key: str, response: Response) -> None:
+        headers = {k: v for k, v in response.headers.items() if k in _KEPT_HEADERS}
+        await conn.execute(
+            update(table)
+            .where(table.c.owner == owner, table.c.key == key)
+            .values(
+                state="done",
+                status_code=response.status_code,
+                headers=orjson.dumps(headers).decode(),
+                body=bytes(response.body),
+            )
+        )
+
+    async def _release(self, owner: str, key: str) -> None:
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                delete(table).where(
+                    table.c.owner == owner, table.c.key == key, table.c.state == "in_flight"
+                )
+            )

@@ -1,0 +1,82 @@
+"""Pure ASGI middleware: request ids, trailing-slash folding, rate-limit headers, access log."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from units_api.logs import request_id_var
+from units_api.metrics import observe
+
+access_log = logging.getLogger("units_api.access")
+_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
+STATE_HEADERS = "response_headers"
+
+
+def _incoming_request_id(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            text = value.decode("latin-1")
+            return text if _VALID_REQUEST_ID.match(text) else None
+    return None
+
+
+class RequestContextMiddleware:
+    """Every path answers with and without a trailing slash, without a redirect."""
+
+    def __init__(self, app: ASGIApp, log_requests: bool = True) -> None:
+        self.app = app
+        self.log_requests = log_requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        if len(path) > 1 and path.endswith("/"):
+            scope["path"] = path.rstrip("/") or "/"
+        request_id = _incoming_request_id(scope) or uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        state["original_path"] = path
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                headers.extend(state.get(STATE_HEADERS, ()))
+                message["headers"] = headers
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_headers)
+        finally:
+            elapsed = time.perf_counter() - started
+            observe(scope["method"], status, elapsed)
+            if self.log_requests:
+                access_log.info(
+                    "request",
+                    extra={
+                        "method": scope["method"],
+                        "path": path,
+                        "status": status,
+                        "durationMs": round(elapsed * 1000, 2),
+                    },
+                )
+            request_id_var.reset(token)
+
+
+def add_response_header(scope: Scope, name: str, value: str) -> None:
+    scope.setdefault("state", {}).setdefault(STATE_HEADERS, []).append(
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+    )

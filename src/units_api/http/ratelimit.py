@@ -1,0 +1,93 @@
+"""Per-key rate limits: fixed windows, in process or shared through Redis."""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    quota: int
+    window: int
+
+    @property
+    def policy(self) -> str:
+        return f'"default";q={self.quota};w={self.window}'
+
+
+def parse_rate(text: str) -> Rate:
+    """`600/minute` -> Rate(600, 60); raises ValueError on anything else."""
+    match = _RATE.match(text)
+    if not match or int(match.group(1)) < 1:
+        raise ValueError("must look like 600/minute (per second, minute, hour or day)")
+    return Rate(int(match.group(1)), _UNITS[match.group(2)])
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    remaining: int
+    reset: int
+
+
+class Limiter(Protocol):
+    async def hit(self, key: str, rate: Rate) -> Decision: ...
+
+    async def close(self) -> None: ...
+
+
+def _decide(count: int, rate: Rate, now: float) -> Decision:
+    reset = max(1, math.ceil(rate.window - now % rate.window))
+    return Decision(count <= rate.quota, max(0, rate.quota - count), reset)
+
+
+class MemoryLimiter:
+    def __init__(self) -> None:
+        self._windows: dict[str, tuple[int, int]] = {}
+
+    async def hit(self, key: str, rate: Rate) -> Decision:
+        now = time.time()
+        window = int(now // rate.window)
+        start, count = self._windows.get(key, (window, 0))
+        count = count + 1 if start == window else 1
+        self._windows[key] = (window, count)
+        return _decide(count, rate, now)
+
+    async def close(self) -> None:
+        self._windows.clear()
+
+
+class RedisLimiter:
+    def __init__(self, url: str) -> None:
+        from redis.asyncio import Redis
+
+        self._redis = Redis.from_url(url)
+
+    async def hit(self, key: str, rate: Rate) -> Decision:
+        now = time.time()
+        bucket = f"units-api:rl:{key}:{rate.window}:{int(now // rate.window)}"
+        try:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incr(bucket)
+                pipe.expire(bucket, rate.window + 1)
+                count, _ = await pipe.execute()
+        except Exception:  # Redis down: serve rather than refuse everyone.
+            log.warning("rate limiter unavailable; request let through", exc_info=True)
+            return Decision(True, rate.quota, rate.window)
+        return _decide(int(count), rate, now)
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+def create_limiter(redis_url: str | None) -> Limiter:
+    return RedisLimiter(redis_url) if redis_url else MemoryLimiter()

@@ -1,0 +1,88 @@
+"""The OpenAPI 3.1 document: FastAPI's paths plus the hand-declared schemas and fixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field
+from pydantic.json_schema import models_json_schema
+
+from units_api import __version__
+from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
+from units_api.units.schemas import HistoryPage, UnitPatch, UnitRead, UnitWrite
+
+DESCRIPTION = """\
+Inventory of real-estate units (apartments, villas, offices...) with bilingual English/Arabic
+content, prices, payment plans, floor plans and meter readings.
+
+Every `/api/v2` call needs `Authorization: Bearer <key>`. Errors are
+`application/problem+json` (RFC 9457). Money is kept exactly as sent. Every path answers with
+and without a trailing slash.
+"""
+# Paths the seed specification spells with a trailing slash.
+SEED_PATHS = {"/api/v2/units": "/api/v2/units/", "/api/v2/units/{id}": "/api/v2/units/{id}/"}
+
+
+class FieldError(BaseModel):
+    field: str = Field(examples=["paymentPlans[1].minPrice"])
+    message: str = Field(examples=["must be less than or equal to maxPrice"])
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = Field(examples=["/problems/validation-error"])
+    title: str
+    status: int
+    detail: str
+    instance: str
+    requestId: str | None
+    errors: list[FieldError] | None = Field(default=None, description="On 422: every violation.")
+    allowedActions: list[str] | None = Field(default=None, description="On a state conflict.")
+    parameter: str | None = Field(default=None, description="On a bad query parameter.")
+    currentVersion: int | None = Field(default=None, description="On 412.")
+
+
+DOC_MODELS: tuple[type[BaseModel], ...] = (
+    Problem, UnitWrite, UnitPatch, UnitRead, HistoryPage,
+    ApiKeyCreate, ApiKeyRead, ApiKeyCreated, ApiKeyPage,
+)
+
+
+def _components() -> dict[str, Any]:
+    _, schema = models_json_schema(
+        [(model, "validation") for model in DOC_MODELS],
+        ref_template="#/components/schemas/{model}",
+    )
+    return dict(schema.get("$defs", {}))
+
+
+def _drop_framework_422(paths: dict[str, Any]) -> None:
+    """Query parameters are parsed by hand (a bad one is a 400), so FastAPI's 422 never occurs."""
+    for operations in paths.values():
+        for operation in operations.values():
+            response = operation.get("responses", {}).get("422", {})
+            schema = response.get("content", {}).get("application/json", {}).get("schema", {})
+            if schema.get("$ref", "").endswith("/HTTPValidationError"):
+                del operation["responses"]["422"]
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    if app.openapi_schema:
+        return app.openapi_schema
+    document = get_openapi(
+        title="Units API", version=__version__, openapi_version="3.1.0",
+        description=DESCRIPTION, routes=app.routes,
+    )
+    paths = document.get("paths", {})
+    _drop_framework_422(paths)
+    document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
+    components = document.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    schemas.update(_components())
+    app.openapi_schema = document
+    return document

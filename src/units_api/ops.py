@@ -1,0 +1,45 @@
+"""Operational endpoints, open without a key: liveness, readiness, metrics."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from sqlalchemy import text
+from starlette.responses import PlainTextResponse, Response
+
+from units_api import __version__
+from units_api.context import AppContext, get_context
+from units_api.errors import ServiceUnavailable
+from units_api.http.json import JSONResponse
+from units_api.metrics import render_metrics
+from units_api.migrate import current_revision, head_revision
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="Liveness: the process answers")
+async def healthz() -> Response:
+    return JSONResponse({"status": "ok", "version": __version__})
+
+
+@router.get(
+    "/readyz",
+    summary="Readiness: the database answers and its schema is current",
+    responses={503: {"description": "Not ready",
+                     "content": {"application/problem+json": {}}}},
+)
+async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noqa: B008
+    try:
+        async with context.db.read() as conn:
+            await conn.execute(text("SELECT 1"))
+            revision = await current_revision(conn)
+    except Exception as exc:
+        raise ServiceUnavailable(f"The database is unreachable: {type(exc).__name__}.") from None
+    head = head_revision()
+    if revision != head:
+        raise ServiceUnavailable(f"The database schema is at {revision}, expected {head}.")
+    return JSONResponse({"status": "ready", "database": context.db.dialect, "migration": revision})
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+async def metrics() -> Response:
+    return PlainTextResponse(render_metrics(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,9 @@
+"""Every table, imported once so the metadata is complete (Alembic, tests)."""
+
+from units_api.auth.tables import api_keys
+from units_api.db import metadata
+from units_api.events.tables import events
+from units_api.http.tables import idempotency_keys
+from units_api.units.tables import unit_history, units
+
+__all__ = ["api_keys", "events", "idempotency_keys", "metadata", "unit_history", "units"]

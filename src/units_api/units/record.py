@@ -1,0 +1,105 @@
+"""The unit record: how stored fields become the returned document, columns and diffs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from units_api.db import format_time
+from units_api.http.json import dumps, load_stored
+from units_api.units.schemas import EDITABLE_FIELDS
+
+COLUMN_OF_FIELD = {
+    "name": "name",
+    "type": "type",
+    "location": "location",
+    "city": "city",
+    "subProjectId": "sub_project_id",
+    "priceBase": "price_base",
+    "price": "price",
+    "surface": "surface",
+    "guaranty": "guaranty",
+    "startingPrice": "starting_price",
+    "maxPrice": "max_price",
+}
+
+
+def new_publishing() -> dict[str, Any]:
+    return {"status": "draft", "publishedAt": None, "scheduledAt": None, "channels": []}
+
+
+def new_availability(at: datetime) -> dict[str, Any]:
+    return {"status": "available", "reservedUntil": None, "changedAt": format_time(at)}
+
+
+@dataclass(slots=True)
+class UnitRecord:
+    id: uuid.UUID
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    fields: dict[str, Any]
+    publishing: dict[str, Any]
+    availability: dict[str, Any]
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            **self.fields,
+            "createdAt": format_time(self.created_at),
+            "updatedAt": format_time(self.updated_at),
+            "version": self.version,
+            "publishing": self.publishing,
+            "availability": self.availability,
+        }
+
+    def render(self) -> bytes:
+        return dumps(self.document())
+
+    def columns(self) -> dict[str, Any]:
+        values = {column: self.fields.get(field) for field, column in COLUMN_OF_FIELD.items()}
+        values.update(
+            version=self.version,
+            updated_at=self.updated_at,
+            publishing_status=self.publishing["status"],
+            availability_status=self.availability["status"],
+            doc=self.render().decode(),
+        )
+        return values
+
+    @classmethod
+    def from_row(cls, unit_id: uuid.UUID, row: Mapping[str, Any]) -> UnitRecord:
+        stored = load_stored(row["doc"])
+        return cls(
+            id=unit_id,
+            version=row["version"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            fields={name: stored.get(name) for name in EDITABLE_FIELDS},
+            publishing=stored["publishing"],
+            availability=stored["availability"],
+        )
+
+
+def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Field-level changes between two sets of editable fields."""
+    changes: dict[str, dict[str, Any]] = {}
+    for name in EDITABLE_FIELDS:
+        old, new = before.get(name), after.get(name)
+        if old != new:
+            changes[name] = {"from": old, "to": new}
+    return changes
+
+
+def creation_changes(fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    empty: dict[str, Any] = {name: None if not isinstance(v, list) else [] for name, v in fields.items()}
+    return diff(empty, fields)
+
+
+def actor_text(actor: dict[str, Any]) -> str:
+    return orjson.dumps(actor).decode()

@@ -1,0 +1,62 @@
+"""SQL for units and their history."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.engine import Row, RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.units.tables import unit_history, units
+
+
+async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
+    await conn.execute(units.insert().values(**values))
+
+
+async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> Row[tuple[str, int]] | None:
+    query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
+    return (await conn.execute(query)).first()
+
+
+async def fetch_for_update(conn: AsyncConnection, unit_id: uuid.UUID) -> RowMapping | None:
+    """The current record, locked until the transaction ends (SQLite holds the write lock)."""
+    query = (
+        select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
+        .where(units.c.id == unit_id)
+        .with_for_update()
+    )
+    return (await conn.execute(query)).mappings().first()
+
+
+async def exists(conn: AsyncConnection, unit_id: uuid.UUID) -> bool:
+    query = select(units.c.id).where(units.c.id == unit_id)
+    return (await conn.execute(query)).first() is not None
+
+
+async def update_row(conn: AsyncConnection, unit_id: uuid.UUID, values: dict[str, Any]) -> None:
+    await conn.execute(update(units).where(units.c.id == unit_id).values(**values))
+
+
+async def delete_row(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
+    await conn.execute(delete(units).where(units.c.id == unit_id))
+
+
+async def insert_history(conn: AsyncConnection, values: dict[str, Any]) -> None:
+    await conn.execute(unit_history.insert().values(**values))
+
+
+async def history_page(
+    conn: AsyncConnection, unit_id: uuid.UUID, before: int | None, limit: int
+) -> list[RowMapping]:
+    query = (
+        select(unit_history)
+        .where(unit_history.c.unit_id == unit_id)
+        .order_by(unit_history.c.id.desc())
+        .limit(limit)
+    )
+    if before is not None:
+        query = query.where(unit_history.c.id < before)
+    return list((await conn.execute(query)).mappings())

@@ -1,0 +1,172 @@
+"""HTTP routes of single units. Thin: parse, call the service in one transaction, answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import Response
+
+from units_api.auth.deps import require
+from units_api.auth.scopes import UNITS_READ, UNITS_WRITE
+from units_api.auth.service import Principal
+from units_api.context import AppContext, get_context
+from units_api.http.body import MERGE_PATCH, read_json
+from units_api.http.cursor import parse_limit
+from units_api.http.docs import header, json_body, problems, success
+from units_api.http.etag import etag, matches
+from units_api.http.json import JSONResponse
+from units_api.units import service
+from units_api.units.service import Written, parse_unit_id
+
+router = APIRouter(prefix="/api/v2/units", tags=["units"])
+
+IF_MATCH = header("If-Match", 'Apply only if the unit is at this version, e.g. "3" (else 412).')
+IDEMPOTENCY_KEY = header(
+    "Idempotency-Key", "Replays the first response to the same key and body for 24 hours."
+)
+
+
+def unit_location(unit_id: object) -> str:
+    return f"/api/v2/units/{unit_id}/"
+
+
+def _unit_response(written: Written, status: int = 200) -> Response:
+    headers = {"ETag": etag(written.version)}
+    if status == 201:
+        headers["Location"] = unit_location(written.id)
+    return Response(written.body, status_code=status, headers=headers, media_type="application/json")
+
+
+@router.post(
+    "",
+    status_code=201,
+    summary="Create a unit",
+    responses={**success(201, "UnitRead", "The created unit", ("Location", "ETag")),
+               **problems(400, 409, 413, 415, 422)},
+    openapi_extra={**json_body("UnitWrite"), "parameters": [IDEMPOTENCY_KEY]},
+)
+async def create_unit(
+    request: Request,
+    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    body = await read_json(request, context.settings.max_body_bytes)
+
+    async def operation(conn: Any) -> Response:
+        written = await service.create(
+            conn, body.value, principal.actor, context.settings.vocabularies
+        )
+        return _unit_response(written, 201)
+
+    return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
+
+
+@router.get(
+    "/{id}",
+    summary="Retrieve a unit",
+    responses={**success(200, "UnitRead", "The unit", ("ETag",)),
+               304: {"description": "Not modified"}, **problems(404)},
+    openapi_extra={"parameters": [header("If-None-Match", "Answer 304 if the ETag matches.")]},
+)
+async def get_unit(
+    id: str,
+    request: Request,
+    _principal: Principal = Depends(require(UNITS_READ)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    unit_id = parse_unit_id(id)
+    async with context.db.read() as conn:
+        body, version = await service.get(conn, unit_id)
+    if matches(request.headers.get("if-none-match"), version):
+        return Response(status_code=304, headers={"ETag": etag(version)})
+    return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
+
+
+@router.put(
+    "/{id}",
+    summary="Replace a unit",
+    description="Replaces every editable field: a field left out becomes null or [].",
+    responses={**success(200, "UnitRead", "The replaced unit", ("ETag",)),
+               **problems(400, 404, 412, 413, 415, 422)},
+    openapi_extra={**json_body("UnitWrite"), "parameters": [IF_MATCH]},
+)
+async def replace_unit(
+    id: str,
+    request: Request,
+    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    unit_id = parse_unit_id(id)
+    body = await read_json(request, context.settings.max_body_bytes)
+    async with context.db.transaction() as conn:
+        written = await service.replace(
+            conn, unit_id, body.value, request.headers.get("if-match"), principal.actor,
+            context.settings.vocabularies,
+        )
+    return _unit_response(written)
+
+
+@router.patch(
+    "/{id}",
+    summary="Partially update a unit (JSON Merge Patch)",
+    description="RFC 7396: a key sets, null clears, unitLocation and expense merge key by "
+    "key, arrays are replaced whole. The result is validated as a whole.",
+    responses={**success(200, "UnitRead", "The updated unit", ("ETag",)),
+               **problems(400, 404, 412, 413, 415, 422)},
+    openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [IF_MATCH]},
+)
+async def patch_unit(
+    id: str,
+    request: Request,
+    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    unit_id = parse_unit_id(id)
+    body = await read_json(request, context.settings.max_body_bytes, MERGE_PATCH)
+    async with context.db.transaction() as conn:
+        written = await service.patch(
+            conn, unit_id, body.value, request.headers.get("if-match"), principal.actor,
+            context.settings.vocabularies,
+        )
+    return _unit_response(written)
+
+
+@router.delete(
+    "/{id}",
+    status_code=204,
+    summary="Delete a unit",
+    response_class=Response,
+    responses={204: {"description": "Deleted"}, **problems(404, 412)},
+    openapi_extra={"parameters": [IF_MATCH]},
+)
+async def delete_unit(
+    id: str,
+    request: Request,
+    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    unit_id = parse_unit_id(id)
+    async with context.db.transaction() as conn:
+        await service.delete(conn, unit_id, request.headers.get("if-match"), principal.actor)
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{id}/history",
+    summary="A unit's change history, newest first",
+    description="Field-level diffs of every change; stays readable after the unit is deleted.",
+    responses={**success(200, "HistoryPage", "A page of history entries"), **problems(400, 404)},
+)
+async def unit_history(
+    id: str,
+    limit: str | None = Query(None, description="1..200, default 50"),
+    cursor: str | None = Query(None, description="nextCursor of the previous page"),
+    _principal: Principal = Depends(require(UNITS_READ)),  # noqa: B008
+    context: AppContext = Depends(get_context),  # noqa: B008
+) -> Response:
+    unit_id = parse_unit_id(id)
+    size = parse_limit(limit, default=50, maximum=200)
+    async with context.db.read() as conn:
+        page = await service.history(conn, unit_id, size, cursor)
+    return JSONResponse(page)

@@ -1,0 +1,217 @@
+"""Unit operations: the rules between the HTTP layer and the SQL.
+
+Every write runs in the caller's transaction and writes, with the row, one history entry
+and one outbox event. Writes lock the row first, so concurrent writers queue up instead of
+overwriting each other.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import format_time, utcnow, uuid7
+from units_api.errors import InvalidParameter, NotFound, ValidationFailed
+from units_api.events.recorder import record_event
+from units_api.http.cursor import decode_cursor, encode_cursor
+from units_api.http.etag import check_if_match
+from units_api.http.json import dumps
+from units_api.units import repository
+from units_api.units.merge_patch import merge_patch
+from units_api.units.record import (
+    UnitRecord,
+    actor_text,
+    creation_changes,
+    diff,
+    new_availability,
+    new_publishing,
+)
+from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.validation import check_patch_keys, validate_unit
+
+Vocabularies = Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a write answers with: the rendered record and its version."""
+
+    id: uuid.UUID
+    version: int
+    body: bytes
+
+
+def parse_unit_id(raw: str) -> uuid.UUID:
+    """An id that is not a UUID names no unit: 404, like any unknown id."""
+    try:
+        parsed = uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"No unit {raw}.") from None
+    if str(parsed) != raw.lower():
+        raise NotFound(f"No unit {raw}.")
+    return parsed
+
+
+def _not_found(unit_id: uuid.UUID) -> NotFound:
+    return NotFound(f"No unit {unit_id}.")
+
+
+def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
+    sent = body.get("id")
+    if sent is not None and str(sent).lower() != str(unit_id):
+        raise ValidationFailed([("id", "must match the unit id in the path")])
+
+
+async def _log_change(
+    conn: AsyncConnection,
+    record: UnitRecord,
+    action: str,
+    changes: dict[str, Any],
+    actor: dict[str, Any],
+    event_type: str,
+    event_data: dict[str, Any],
+) -> None:
+    await repository.insert_history(conn, {
+        "unit_id": record.id,
+        "version": record.version,
+        "at": record.updated_at,
+        "actor": actor_text(actor),
+        "action": action,
+        "changes": dumps(changes).decode(),
+    })
+    await record_event(
+        conn, event_type, unit_id=record.id, version=record.version, actor=actor, data=event_data
+    )
+
+
+async def create(
+    conn: AsyncConnection, body: Any, actor: dict[str, Any], vocabularies: Vocabularies
+) -> Written:
+    fields = validate_unit(body, vocabularies)
+    now = utcnow()
+    record = UnitRecord(
+        id=uuid7(), version=1, created_at=now, updated_at=now, fields=fields,
+        publishing=new_publishing(), availability=new_availability(now),
+    )
+    columns = record.columns()
+    await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
+    document = orjson.Fragment(columns["doc"])
+    await _log_change(
+        conn, record, "create", creation_changes(fields), actor, "unit.created", {"unit": document}
+    )
+    return Written(record.id, record.version, columns["doc"].encode())
+
+
+async def get(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[bytes, int]:
+    row = await repository.fetch_doc(conn, unit_id)
+    if row is None:
+        raise _not_found(unit_id)
+    return row[0].encode(), row[1]
+
+
+async def _locked(conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None) -> UnitRecord:
+    row = await repository.fetch_for_update(conn, unit_id)
+    if row is None:
+        raise _not_found(unit_id)
+    check_if_match(if_match, row["version"])
+    return UnitRecord.from_row(unit_id, row)
+
+
+async def _apply(
+    conn: AsyncConnection,
+    record: UnitRecord,
+    fields: dict[str, Any],
+    action: str,
+    actor: dict[str, Any],
+) -> Written:
+    changes = diff(record.fields, fields)
+    if not changes:
+        return Written(record.id, record.version, record.render())
+    record.fields = fields
+    record.version += 1
+    record.updated_at = utcnow()
+    columns = record.columns()
+    await repository.update_row(conn, record.id, columns)
+    data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
+    await _log_change(conn, record, action, changes, actor, "unit.updated", data)
+    return Written(record.id, record.version, columns["doc"].encode())
+
+
+async def replace(
+    conn: AsyncConnection,
+    unit_id: uuid.UUID,
+    body: Any,
+    if_match: str | None,
+    actor: dict[str, Any],
+    vocabularies: Vocabularies,
+) -> Written:
+    if isinstance(body, dict):
+        _check_body_id(body, unit_id)
+    record = await _locked(conn, unit_id, if_match)
+    return await _apply(conn, record, validate_unit(body, vocabularies), "replace", actor)
+
+
+async def patch(
+    conn: AsyncConnection,
+    unit_id: uuid.UUID,
+    body: Any,
+    if_match: str | None,
+    actor: dict[str, Any],
+    vocabularies: Vocabularies,
+) -> Written:
+    if not isinstance(body, dict):
+        raise ValidationFailed([("", "a merge patch must be a JSON object")])
+    check_patch_keys(body)
+    _check_body_id(body, unit_id)
+    record = await _locked(conn, unit_id, if_match)
+    editable = {key: value for key, value in body.items() if key in EDITABLE_FIELDS}
+    merged = merge_patch(record.fields, editable)
+    return await _apply(conn, record, validate_unit(merged, vocabularies), "patch", actor)
+
+
+async def delete(
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, actor: dict[str, Any]
+) -> None:
+    record = await _locked(conn, unit_id, if_match)
+    last = record.render()
+    await repository.delete_row(conn, unit_id)
+    record.version += 1
+    record.updated_at = utcnow()
+    await _log_change(
+        conn, record, "delete", {}, actor, "unit.deleted", {"unit": orjson.Fragment(last)}
+    )
+
+
+def _history_entry(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "version": row["version"],
+        "at": format_time(row["at"]),
+        "actor": orjson.Fragment(row["actor"]),
+        "action": row["action"],
+        "changes": orjson.Fragment(row["changes"]),
+    }
+
+
+async def history(
+    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    before = None
+    if cursor is not None:
+        (before,) = decode_cursor(cursor, 1)
+        if not isinstance(before, int) or isinstance(before, bool):
+            raise InvalidParameter("cursor", "is not a valid cursor")
+    rows = await repository.history_page(conn, unit_id, before, limit + 1)
+    if not rows and before is None:
+        raise _not_found(unit_id)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "data": [_history_entry(row) for row in rows],
+        "nextCursor": encode_cursor(rows[-1]["id"]) if more else None,
+    }
+

@@ -1,0 +1,60 @@
+"""Unit storage: typed columns for filtering and sorting, plus the rendered record.
+
+`doc` holds the whole unit exactly as the API returns it (money as sent), so a read is one
+indexed lookup and no re-serialisation. The scalar columns mirror the record for SQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid
+
+from units_api.db import Number, UTCDateTime, metadata
+
+units = Table(
+    "units",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("type", String(500), nullable=False),
+    Column("location", String(500)),
+    Column("city", String(500)),
+    Column("sub_project_id", String(500)),
+    Column("price_base", String(500)),
+    Column("price", Number),
+    Column("surface", Number),
+    Column("guaranty", Number),
+    Column("starting_price", Number),
+    Column("max_price", Number),
+    Column("publishing_status", String(20), nullable=False),
+    Column("published_at", UTCDateTime),
+    Column("scheduled_at", UTCDateTime),
+    Column("availability_status", String(20), nullable=False),
+    Column("reserved_until", UTCDateTime),
+    Column("doc", Text, nullable=False),
+    Index("ix_units_created_at_id", "created_at", "id"),
+    Index("ix_units_updated_at_id", "updated_at", "id"),
+    Index("ix_units_city_price", "city", "price"),
+    Index("ix_units_price_id", "price", "id"),
+    Index("ix_units_sub_project_id", "sub_project_id"),
+    Index("ix_units_type", "type"),
+    Index("ix_units_publishing_status", "publishing_status"),
+    Index("ix_units_availability_status", "availability_status"),
+    Index("ix_units_scheduled_at", "scheduled_at"),
+    Index("ix_units_reserved_until", "reserved_until"),
+)
+
+unit_history = Table(
+    "unit_history",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("unit_id", Uuid, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("action", String(40), nullable=False),
+    Column("changes", Text, nullable=False),
+    Index("ix_unit_history_unit_id_id", "unit_id", "id"),
+)

@@ -1,0 +1,119 @@
+"""Field types of the unit record: exact numbers, bounded strings, http(s) URLs, dates."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BeforeValidator, PlainValidator, StringConstraints
+from pydantic.json_schema import WithJsonSchema
+
+NAME_MAX = 200
+TEXT_MAX = 500
+LONG_TEXT_MAX = 20_000
+
+
+def _number(value: Any) -> Decimal | int:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        raise ValueError("must be a JSON number")
+    if isinstance(value, float):
+        value = Decimal(repr(value))
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise ValueError("must be a finite number")
+    return value
+
+
+def _amount(value: Any) -> Decimal | int:
+    number = _number(value)
+    if number < 0:
+        raise ValueError("must be greater than or equal to 0")
+    return number
+
+
+def _whole(value: Any) -> int:
+    number = _amount(value)
+    if number != int(number):
+        raise ValueError("must be a whole number")
+    return int(number)
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or " " in value:
+        raise ValueError("must be an absolute http(s) URL")
+    return value
+
+
+_DATE_TIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def _reading_date(value: str) -> str:
+    try:
+        if len(value) == 10:
+            date.fromisoformat(value)
+            return value
+        if _DATE_TIME.match(value):
+            datetime.fromisoformat(value.replace("z", "Z").replace("Z", "+00:00"))
+            return value
+    except ValueError:
+        pass
+    raise ValueError("must be an ISO 8601 date (YYYY-MM-DD) or an RFC 3339 date-time")
+
+
+def _non_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+def _none_as_empty(value: Any) -> Any:
+    return [] if value is None else value
+
+
+Amount = Annotated[
+    Decimal | int,
+    PlainValidator(_amount),
+    WithJsonSchema({"type": "number", "minimum": 0}),
+]
+Coordinate = Annotated[
+    Decimal | int,
+    PlainValidator(_number),
+    WithJsonSchema({"type": "number"}),
+]
+Whole = Annotated[
+    int,
+    PlainValidator(_whole),
+    WithJsonSchema({"type": "integer", "minimum": 0}),
+]
+Name = Annotated[
+    str, StringConstraints(min_length=1, max_length=NAME_MAX), AfterValidator(_non_blank)
+]
+Label = Annotated[
+    str, StringConstraints(min_length=1, max_length=TEXT_MAX), AfterValidator(_non_blank)
+]
+Text = Annotated[str, StringConstraints(max_length=TEXT_MAX)]
+LongText = Annotated[str, StringConstraints(max_length=LONG_TEXT_MAX)]
+Url = Annotated[
+    str,
+    StringConstraints(max_length=TEXT_MAX),
+    AfterValidator(_http_url),
+    WithJsonSchema({"type": "string", "format": "uri", "maxLength": TEXT_MAX,
+                    "pattern": "^https?://"}),
+]
+ReadingDate = Annotated[
+    str,
+    StringConstraints(max_length=40),
+    AfterValidator(_reading_date),
+    WithJsonSchema({
+        "type": "string",
+        "description": "ISO 8601 date (YYYY-MM-DD) or RFC 3339 date-time; returned as sent.",
+        "examples": ["2026-11-01", "2026-11-01T08:00:00Z"],
+        "anyOf": [{"format": "date"}, {"format": "date-time"}],
+    }),
+]
+NullAsEmpty = BeforeValidator(_none_as_empty)

@@ -1,0 +1,121 @@
+"""Validation of a unit body: every violation reported at once, each with its path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+from pydantic import ValidationError
+
+from units_api.errors import ValidationFailed
+from units_api.validation import pydantic_errors
+from units_api.units.schemas import EDITABLE_FIELDS, OBJECT_FIELDS, SERVER_FIELDS, UnitWrite
+
+# Where each vocabulary field lives: top level, or inside elements of an array.
+VOCABULARY_PATHS: dict[str, tuple[str | None, str]] = {
+    "type": (None, "type"),
+    "priceBase": (None, "priceBase"),
+    "uom": ("options", "uom"),
+    "featureType": ("specs", "featureType"),
+    "view": ("floorsPlan", "view"),
+    "service": ("readings", "service"),
+}
+_EXTRA_UOM_ARRAY = "floorsPlan"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | Decimal | float) and not isinstance(value, bool)
+
+
+def _range_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    start, top = body.get("startingPrice"), body.get("maxPrice")
+    if _is_number(start) and _is_number(top) and start > top:
+        yield "startingPrice", "must be less than or equal to maxPrice"
+    plans = body.get("paymentPlans")
+    if not isinstance(plans, list):
+        return
+    defaults = 0
+    for index, plan in enumerate(plans):
+        if not isinstance(plan, dict):
+            continue
+        low, high = plan.get("minPrice"), plan.get("maxPrice")
+        if _is_number(low) and _is_number(high) and low > high:
+            yield f"paymentPlans[{index}].minPrice", "must be less than or equal to maxPrice"
+        if plan.get("default") is True:
+            defaults += 1
+            if defaults == 2:
+                yield f"paymentPlans[{index}].default", "at most one payment plan may be default"
+
+
+def _location_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    location = body.get("unitLocation")
+    if not isinstance(location, dict):
+        return
+    coords = location.get("coordinates")
+    if not isinstance(coords, list) or len(coords) != 2:
+        return
+    for index, (value, bound) in enumerate(zip(coords, (180, 90), strict=True)):
+        if _is_number(value) and abs(value) > bound:
+            axis = "longitude" if index == 0 else "latitude"
+            yield f"unitLocation.coordinates[{index}]", f"{axis} must be within [-{bound}, {bound}]"
+
+
+def _vocabulary_values(body: Mapping[str, Any], field: str) -> Iterator[tuple[str, Any]]:
+    array, key = VOCABULARY_PATHS[field]
+    arrays = [array] if array else []
+    if field == "uom":
+        arrays.append(_EXTRA_UOM_ARRAY)
+    if not arrays:
+        yield key, body.get(key)
+    for name in arrays:
+        items = body.get(name)
+        for index, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict):
+                yield f"{name}[{index}].{key}", item.get(key)
+
+
+def _vocabulary_errors(
+    body: Mapping[str, Any], vocabularies: Mapping[str, tuple[str, ...]]
+) -> Iterator[tuple[str, str]]:
+    for field, allowed in vocabularies.items():
+        for path, value in _vocabulary_values(body, field):
+            if isinstance(value, str) and value not in allowed:
+                yield path, f"must be one of: {', '.join(allowed)}"
+
+
+def validate_unit(
+    body: Any, vocabularies: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, Any]:
+    """Validate a whole unit body; return its editable fields, every one present."""
+    if not isinstance(body, dict):
+        raise ValidationFailed([("", "the body must be a JSON object")])
+    errors: list[tuple[str, str]] = []
+    model: UnitWrite | None = None
+    try:
+        model = UnitWrite.model_validate(body)
+    except ValidationError as exc:
+        errors.extend(pydantic_errors(exc))
+    errors.extend(_range_errors(body))
+    errors.extend(_location_errors(body))
+    errors.extend(_vocabulary_errors(body, vocabularies or {}))
+    if errors or model is None:
+        raise ValidationFailed(dict.fromkeys(errors))
+    return model.model_dump(include=set(EDITABLE_FIELDS))
+
+
+def check_patch_keys(patch: Mapping[str, Any]) -> None:
+    """Merge patch drops null keys, so unknown ones must be caught before merging."""
+    errors = [
+        (key, "unknown field")
+        for key in patch
+        if key not in EDITABLE_FIELDS and key not in SERVER_FIELDS
+    ]
+    for name, model in OBJECT_FIELDS.items():
+        value = patch.get(name)
+        if isinstance(value, dict):
+            errors.extend(
+                (f"{name}.{key}", "unknown field") for key in value if key not in model.model_fields
+            )
+    if errors:
+        raise ValidationFailed(errors)
