@@ -97,11 +97,6 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
 
 
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.error("unhandled error", exc_info=exc)
-    return problem_response(request, ApiError("An unexpected error occurred; it was logged."))
-
-
 def create_context(settings: Settings) -> AppContext:
     db = Database(create_engine(settings.database_url, settings.db_pool_size))
     return AppContext(
@@ -141,7 +136,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
-    app.add_exception_handler(Exception, _unexpected)
     app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
 
     def openapi() -> dict[str, Any]:

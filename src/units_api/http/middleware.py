@@ -8,12 +8,16 @@ import time
 import uuid
 from typing import Any
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError
 from units_api.logs import request_id_var
 from units_api.metrics import observe
 
 access_log = logging.getLogger("units_api.access")
+log = logging.getLogger(__name__)
+UNEXPECTED = "An unexpected error occurred; it was logged with this request's id."
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
 STATE_HEADERS = "response_headers"
 
@@ -47,10 +51,13 @@ class RequestContextMiddleware:
         state["original_path"] = path
         started = time.perf_counter()
         status = 500
+        response_started = False
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status
+            nonlocal response_started
             if message["type"] == "http.response.start":
+                response_started = True
                 status = message["status"]
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
@@ -60,6 +67,11 @@ class RequestContextMiddleware:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except Exception:
+            log.exception("unhandled error")
+            if response_started:
+                raise
+            await _send_problem(send_with_headers, ApiError(UNEXPECTED).problem(path, request_id))
         finally:
             elapsed = time.perf_counter() - started
             observe(scope["method"], status, elapsed)
@@ -74,6 +86,17 @@ class RequestContextMiddleware:
                     },
                 )
             request_id_var.reset(token)
+
+
+async def _send_problem(send: Send, problem: dict[str, Any]) -> None:
+    body = orjson.dumps(problem)
+    await send({
+        "type": "http.response.start",
+        "status": problem["status"],
+        "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
+                    (b"content-length", str(len(body)).encode())],
+    })
+    await send({"type": "http.response.body", "body": body})
 
 
 def add_response_header(scope: Scope, name: str, value: str) -> None:

@@ -1,0 +1,150 @@
+"""Fixtures: the real app over HTTP, on real SQLite and PostgreSQL databases.
+
+Each test session migrates a fresh database per backend; each test gets its own app and
+its own admin key, and creates the units it needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from units_api.app import create_app
+from units_api.auth.schemas import ApiKeyCreate
+from units_api.auth.service import create_key
+from units_api.config import Settings
+from units_api.context import AppContext
+from units_api.migrate import upgrade
+
+PG_URL = os.environ.get("UNITS_API_TEST_DATABASE_URL")
+REDIS_URL = os.environ.get("UNITS_API_TEST_REDIS_URL")
+REQUIRE_SERVICES = os.environ.get("UNITS_API_TEST_REQUIRE_SERVICES") == "1"
+
+
+def need_service(url: str | None, what: str) -> None:
+    if url:
+        return
+    message = f"{what} tests need UNITS_API_TEST_{what.upper()}_URL"
+    if REQUIRE_SERVICES:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _asyncpg_dsn(url: str, database: str | None = None) -> str:
+    parsed = make_url(url).set(drivername="postgresql")
+    if database:
+        parsed = parsed.set(database=database)
+    return parsed.render_as_string(hide_password=False)
+
+
+async def _admin_sql(url: str, *statements: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(url))
+    try:
+        for statement in statements:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("db") / "units.db"
+    url = f"sqlite:///{path}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    need_service(PG_URL, "database")
+    assert PG_URL
+    name = f"units_test_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
+    url = _asyncpg_dsn(PG_URL, name)
+    upgrade(url)
+    yield url
+    asyncio.run(_admin_sql(
+        PG_URL,
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+        f'DROP DATABASE IF EXISTS "{name}"',
+    ))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, access_log=False, db_pool_size=5)
+
+
+class Api:
+    """An HTTP client on the real app, with the app's context and an admin key."""
+
+    def __init__(self, client: httpx.AsyncClient, context: AppContext, admin_key: str) -> None:
+        self.client = client
+        self.context = context
+        self.admin_key = admin_key
+
+    def auth(self, key: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key or self.admin_key}"}
+
+    async def request(self, method: str, url: str, *, key: str | None = None,
+                      headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
+        return await self.client.request(
+            method, url, headers={**self.auth(key), **(headers or {})}, **kwargs
+        )
+
+    async def create_unit(self, **fields: Any) -> dict[str, Any]:
+        response = await self.request("POST", "/api/v2/units/", json=unit_body(**fields))
+        assert response.status_code == 201, response.text
+        created: dict[str, Any] = response.json()
+        return created
+
+    async def create_key(self, *scopes: str, **extra: Any) -> str:
+        body = {"name": "test key", "scopes": list(scopes), **extra}
+        response = await self.request("POST", "/api/v2/api-keys", json=body)
+        assert response.status_code == 201, response.text
+        secret: str = response.json()["key"]
+        return secret
+
+
+def unit_body(**fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": "Garden Villa A-12", "type": "villa", "city": "New Cairo"}
+    body.update(fields)
+    return body
+
+
+async def start_api(settings: Settings) -> AsyncIterator[Api]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        context: AppContext = app.state.context
+        async with context.db.transaction() as conn:
+            created = await create_key(conn, ApiKeyCreate(name="test admin", scopes=["admin"]))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://units.test") as client:
+            yield Api(client, context, created["key"])
+
+
+@pytest.fixture
+async def api(settings: Settings) -> AsyncIterator[Api]:
+    async for instance in start_api(settings):
+        yield instance
+
+
+@pytest.fixture
+def project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
