@@ -94,10 +94,11 @@ def settings(database_url: str) -> Settings:
 class Api:
     """An HTTP client on the real app, with the app's context and an admin key."""
 
-    def __init__(self, client: httpx.AsyncClient, context: AppContext, admin_key: str) -> None:
+    def __init__(self, client: httpx.AsyncClient, context: AppContext, admin: dict[str, Any]) -> None:
         self.client = client
         self.context = context
-        self.admin_key = admin_key
+        self.admin_key: str = admin["key"]
+        self.admin_key_id: str = admin["id"]
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.admin_key}"}
@@ -136,11 +137,19 @@ async def start_api(settings: Settings) -> AsyncIterator[Api]:
             created = await create_key(conn, ApiKeyCreate(name="test admin", scopes=["admin"]))
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://units.test") as client:
-            yield Api(client, context, created["key"])
+            yield Api(client, context, created)
 
 
 @pytest.fixture
 async def api(settings: Settings) -> AsyncIterator[Api]:
+    async for instance in start_api(settings):
+        yield instance
+
+
+@pytest.fixture
+async def pg_api(postgres_url: str) -> AsyncIterator[Api]:
+    """For behaviour only PostgreSQL has (row locks under real concurrency)."""
+    settings = Settings(database_url=postgres_url, access_log=False, db_pool_size=20)
     async for instance in start_api(settings):
         yield instance
 

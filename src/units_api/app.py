@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.routing import APIRoute
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import compile_path
@@ -26,6 +27,7 @@ from units_api.errors import (
     InvalidParameter,
     MethodNotAllowed,
     NotFound,
+    ServiceUnavailable,
 )
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
@@ -97,6 +99,13 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
 
 
+async def _database_error(request: Request, exc: Exception) -> Response:
+    log.warning("database unavailable", exc_info=exc)
+    error = ServiceUnavailable("The database is busy or unreachable; retry shortly.",
+                               headers={"Retry-After": "1"})
+    return problem_response(request, error)
+
+
 def create_context(settings: Settings) -> AppContext:
     db = Database(create_engine(settings.database_url, settings.db_pool_size))
     return AppContext(
@@ -136,6 +145,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(OperationalError, _database_error)
+    app.add_exception_handler(InterfaceError, _database_error)
     app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
 
     def openapi() -> dict[str, Any]:

@@ -39,8 +39,8 @@ def _valid_key(key: str) -> str:
     return key
 
 
-def _request_hash(request: Request, body: bytes) -> str:
-    digest = hashlib.sha256(f"{request.method} {request.url.path}\n".encode())
+def request_fingerprint(method: str, path: str, body: bytes) -> str:
+    digest = hashlib.sha256(f"{method} {path}\n".encode())
     digest.update(body)
     return digest.hexdigest()
 
@@ -63,7 +63,8 @@ class Idempotency:
             async with self._db.transaction() as conn:
                 return await operation(conn)
         key = _valid_key(raw_key)
-        replay = await self._claim(owner, key, _request_hash(request, body))
+        fingerprint = request_fingerprint(request.method, request.url.path, body)
+        replay = await self._claim(owner, key, fingerprint)
         if replay is not None:
             return replay
         try:

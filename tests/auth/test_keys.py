@@ -1,0 +1,131 @@
+"""API keys: authentication, scopes, the admin API, expiry, revocation, rate limits."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.conftest import REDIS_URL, Api, need_service, start_api, unit_body
+from units_api.config import Settings
+
+
+async def test_missing_malformed_and_unknown_keys_are_401(api: Api) -> None:
+    for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"},
+                    {"Authorization": "Bearer uak_unknown"}):
+        response = await api.client.get("/api/v2/units/x", headers=headers)
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        assert response.headers["content-type"] == "application/problem+json"
+
+
+async def test_scopes_are_enforced_with_403(api: Api) -> None:
+    reader = await api.create_key("units:read")
+    unit = await api.create_unit()
+    assert (await api.request("GET", f"/api/v2/units/{unit['id']}", key=reader)).status_code == 200
+    for method, path in (("POST", "/api/v2/units/"), ("PATCH", f"/api/v2/units/{unit['id']}"),
+                         ("DELETE", f"/api/v2/units/{unit['id']}"), ("GET", "/api/v2/api-keys")):
+        response = await api.request(method, path, key=reader, json=unit_body())
+        assert response.status_code == 403, (method, path)
+    writer = await api.create_key("units:write")
+    assert (await api.request("GET", f"/api/v2/units/{unit['id']}", key=writer)).status_code == 403
+    assert (await api.request("POST", "/api/v2/units", key=writer, json=unit_body())).status_code == 201
+
+
+async def test_admin_api_issues_lists_reads_and_revokes(api: Api) -> None:
+    response = await api.request("POST", "/api/v2/api-keys", json={
+        "name": "website", "scopes": ["units:read"], "rateLimit": "600/minute",
+        "expiresAt": "2099-01-01T00:00:00Z",
+    })
+    assert response.status_code == 201
+    created = response.json()
+    secret = created["key"]
+    assert secret.startswith("uak_") and len(secret) >= 40
+    assert created["prefix"] == secret[:12]
+    assert response.headers["location"] == f"/api/v2/api-keys/{created['id']}"
+    record = (await api.request("GET", f"/api/v2/api-keys/{created['id']}")).json()
+    assert "key" not in record
+    assert set(record) == {"id", "name", "prefix", "scopes", "policy", "rateLimit", "expiresAt",
+                           "createdAt", "lastUsedAt", "revokedAt"}
+    assert record["scopes"] == ["units:read"] and record["expiresAt"] == "2099-01-01T00:00:00.000Z"
+    assert record["lastUsedAt"] is None
+
+    assert (await api.request("GET", "/api/v2/units/x", key=secret)).status_code == 404
+    used = (await api.request("GET", f"/api/v2/api-keys/{created['id']}")).json()
+    assert used["lastUsedAt"] is not None
+
+    listed = (await api.request("GET", "/api/v2/api-keys?limit=200")).json()
+    assert created["id"] in [key["id"] for key in listed["data"]]
+    assert all("key" not in key for key in listed["data"])
+
+    assert (await api.request("DELETE", f"/api/v2/api-keys/{created['id']}")).status_code == 204
+    assert (await api.request("GET", "/api/v2/units/x", key=secret)).status_code == 401
+    revoked = (await api.request("GET", f"/api/v2/api-keys/{created['id']}")).json()
+    assert revoked["revokedAt"] is not None
+    missing = "01a20116-f7fc-74e7-86f8-34e3375af820"
+    assert (await api.request("DELETE", f"/api/v2/api-keys/{missing}")).status_code == 404
+    assert (await api.request("GET", "/api/v2/api-keys/nope")).status_code == 404
+
+
+async def test_key_list_pages_with_cursor(api: Api) -> None:
+    for _ in range(3):
+        await api.create_key("units:read")
+    ids: list[str] = []
+    url = "/api/v2/api-keys?limit=2"
+    while url:
+        page = (await api.request("GET", url)).json()
+        ids += [key["id"] for key in page["data"]]
+        url = f"/api/v2/api-keys?limit=2&cursor={page['nextCursor']}" if page["nextCursor"] else ""
+    assert len(ids) == len(set(ids)) >= 4
+    assert (await api.request("GET", "/api/v2/api-keys?cursor=zzz")).status_code == 400
+
+
+@pytest.mark.parametrize("body", [
+    {"name": "x", "scopes": []},
+    {"name": "x", "scopes": ["units:fly"]},
+    {"name": " ", "scopes": ["admin"]},
+    {"name": "x", "scopes": ["admin"], "expiresAt": "2001-01-01T00:00:00Z"},
+    {"name": "x", "scopes": ["admin"], "expiresAt": "tomorrow"},
+    {"name": "x", "scopes": ["admin"], "rateLimit": "lots"},
+    {"name": "x", "scopes": ["admin"], "extra": 1},
+])
+async def test_bad_key_requests_are_422(api: Api, body: dict[str, object]) -> None:
+    response = await api.request("POST", "/api/v2/api-keys", json=body)
+    assert response.status_code == 422
+    assert response.json()["errors"]
+
+
+async def test_expired_key_is_401(api: Api) -> None:
+    soon = (datetime.now(UTC) + timedelta(seconds=1)).isoformat().replace("+00:00", "Z")
+    secret = await api.create_key("units:read", expiresAt=soon)
+    assert (await api.request("GET", "/api/v2/units/x", key=secret)).status_code == 404
+    await asyncio.sleep(1.2)
+    response = await api.request("GET", "/api/v2/units/x", key=secret)
+    assert response.status_code == 401
+    assert "expired" in response.json()["detail"]
+
+
+async def test_per_key_rate_limit_answers_429_with_headers(api: Api) -> None:
+    secret = await api.create_key("units:read", rateLimit="3/minute")
+    statuses = []
+    for _ in range(4):
+        response = await api.request("GET", "/api/v2/units/x", key=secret)
+        statuses.append(response.status_code)
+    assert statuses == [404, 404, 404, 429]
+    assert int(response.headers["retry-after"]) >= 1
+    assert response.headers["ratelimit-policy"] == '"default";q=3;w=60'
+    assert response.headers["ratelimit"].startswith('"default";r=0;t=')
+
+
+async def test_rate_limit_is_shared_through_redis(database_url: str) -> None:
+    need_service(REDIS_URL, "redis")
+    settings = Settings(database_url=database_url, access_log=False, redis_url=REDIS_URL)
+    async for first in start_api(settings):
+        secret = await first.create_key("units:read", rateLimit="4/minute")
+        async for second in start_api(settings):
+            statuses = [
+                (await api.request("GET", "/api/v2/units/x", key=secret)).status_code
+                for api in (first, second, first, second, first)
+            ]
+    assert statuses == [404, 404, 404, 404, 429]
