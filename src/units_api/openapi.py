@@ -59,14 +59,19 @@ def _components() -> dict[str, Any]:
     return dict(schema.get("$defs", {}))
 
 
-def _drop_framework_422(paths: dict[str, Any]) -> None:
-    """Query parameters are parsed by hand (a bad one is a 400), so FastAPI's 422 never occurs."""
+def _tidy_responses(paths: dict[str, Any]) -> None:
+    """Query parameters are parsed by hand (a bad one is a 400), so FastAPI's 422 never
+    occurs; and a declared `$ref` must not carry the framework's default schema beside it."""
     for operations in paths.values():
         for operation in operations.values():
-            response = operation.get("responses", {}).get("422", {})
-            schema = response.get("content", {}).get("application/json", {}).get("schema", {})
-            if schema.get("$ref", "").endswith("/HTTPValidationError"):
-                del operation["responses"]["422"]
+            responses = operation.get("responses", {})
+            schema = responses.get("422", {}).get("content", {}).get("application/json", {})
+            if schema.get("schema", {}).get("$ref", "").endswith("/HTTPValidationError"):
+                del responses["422"]
+            for response in responses.values():
+                for media in response.get("content", {}).values():
+                    if "$ref" in media.get("schema", {}):
+                        media["schema"] = {"$ref": media["schema"]["$ref"]}
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
@@ -77,7 +82,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         description=DESCRIPTION, routes=app.routes,
     )
     paths = document.get("paths", {})
-    _drop_framework_422(paths)
+    _tidy_responses(paths)
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
     components = document.setdefault("components", {})
     schemas = components.setdefault("schemas", {})

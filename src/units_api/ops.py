@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Depends
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse, Response
@@ -9,6 +11,7 @@ from starlette.responses import PlainTextResponse, Response
 from units_api import __version__
 from units_api.context import AppContext, get_context
 from units_api.errors import ServiceUnavailable
+from units_api.http.docs import ref
 from units_api.http.json import JSONResponse
 from units_api.metrics import render_metrics
 from units_api.migrate import current_revision, head_revision
@@ -16,7 +19,20 @@ from units_api.migrate import current_revision, head_revision
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="Liveness: the process answers")
+def _json(description: str, **properties: str) -> dict[int | str, dict[str, Any]]:
+    schema = {
+        "type": "object",
+        "required": list(properties),
+        "properties": {name: {"type": kind} for name, kind in properties.items()},
+    }
+    return {200: {"description": description, "content": {"application/json": {"schema": schema}}}}
+
+
+@router.get(
+    "/healthz",
+    summary="Liveness: the process answers",
+    responses=_json("The process is alive", status="string", version="string"),
+)
 async def healthz() -> Response:
     return JSONResponse({"status": "ok", "version": __version__})
 
@@ -24,8 +40,11 @@ async def healthz() -> Response:
 @router.get(
     "/readyz",
     summary="Readiness: the database answers and its schema is current",
-    responses={503: {"description": "Not ready",
-                     "content": {"application/problem+json": {}}}},
+    responses={
+        **_json("Ready", status="string", database="string", migration="string"),
+        503: {"description": "Not ready",
+              "content": {"application/problem+json": {"schema": ref("Problem")}}},
+    },
 )
 async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noqa: B008
     try:
@@ -40,6 +59,12 @@ async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noq
     return JSONResponse({"status": "ready", "database": context.db.dialect, "migration": revision})
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"description": "Prometheus text format",
+                     "content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
 async def metrics() -> Response:
     return PlainTextResponse(render_metrics(), media_type="text/plain; version=0.0.4")

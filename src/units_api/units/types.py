@@ -16,6 +16,10 @@ TEXT_MAX = 500
 LONG_TEXT_MAX = 20_000
 
 
+NUMBER_MAX = 10**15
+DECIMALS_MAX = 20
+
+
 def _number(value: Any) -> Decimal | int:
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise ValueError("must be a JSON number")
@@ -23,6 +27,10 @@ def _number(value: Any) -> Decimal | int:
         value = Decimal(repr(value))
     if isinstance(value, Decimal) and not value.is_finite():
         raise ValueError("must be a finite number")
+    if abs(value) > NUMBER_MAX:
+        raise ValueError(f"must be at most {NUMBER_MAX:.0e} in magnitude")
+    if isinstance(value, Decimal) and value != 0 and -int(value.as_tuple().exponent) > DECIMALS_MAX:
+        raise ValueError(f"must have at most {DECIMALS_MAX} decimal places")
     return value
 
 
@@ -78,7 +86,7 @@ def _none_as_empty(value: Any) -> Any:
 Amount = Annotated[
     Decimal | int,
     PlainValidator(_amount),
-    WithJsonSchema({"type": "number", "minimum": 0}),
+    WithJsonSchema({"type": "number", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
 Coordinate = Annotated[
     Decimal | int,
@@ -88,7 +96,7 @@ Coordinate = Annotated[
 Whole = Annotated[
     int,
     PlainValidator(_whole),
-    WithJsonSchema({"type": "integer", "minimum": 0}),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
 Name = Annotated[
     str, StringConstraints(min_length=1, max_length=NAME_MAX), AfterValidator(_non_blank)

@@ -1,0 +1,105 @@
+"""The `units-api` command, run as a real process, and a real server over the network."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLI = [sys.executable, "-m", "units_api"]
+
+
+def run_cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "UNITS_API_DATABASE_URL": db_url}
+    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/cli.db"
+
+
+def test_keys_create_prints_the_secret_alone_first(db_url: str) -> None:
+    assert run_cli(db_url, "migrate").returncode == 0
+    result = run_cli(db_url, "keys", "create", "--name", "crm", "--scope", "units:read",
+                     "--scope", "units:write", "--expires-in", "30d", "--rate-limit", "600/minute")
+    assert result.returncode == 0, result.stderr
+    first, *rest = result.stdout.splitlines()
+    assert first.startswith("uak_") and " " not in first
+    record = json.loads("\n".join(rest))
+    assert record["scopes"] == ["units:read", "units:write"]
+    assert record["rateLimit"] == "600/minute" and record["expiresAt"]
+    listed = run_cli(db_url, "keys", "list")
+    assert record["id"] in listed.stdout and first not in listed.stdout
+    revoked = run_cli(db_url, "keys", "revoke", record["id"])
+    assert revoked.returncode == 0
+    listed = [json.loads(line) for line in run_cli(db_url, "keys", "list").stdout.splitlines()]
+    assert listed[0]["revokedAt"] is not None
+
+
+def test_keys_create_rejects_bad_input(db_url: str) -> None:
+    run_cli(db_url, "migrate")
+    bad_scope = run_cli(db_url, "keys", "create", "--name", "x", "--scope", "units:fly")
+    assert bad_scope.returncode == 2 and "scopes" in bad_scope.stderr
+    bad_expiry = run_cli(db_url, "keys", "create", "--name", "x", "--scope", "admin",
+                         "--expires-in", "soon")
+    assert bad_expiry.returncode == 2
+    assert run_cli(db_url, "keys", "revoke", "nope").returncode == 2
+
+
+def test_seed_is_reproducible(tmp_path: Path) -> None:
+    from units_api.units.seeding import fake_units
+
+    assert list(fake_units(5, 42)) == list(fake_units(5, 42))
+    assert list(fake_units(5, 42)) != list(fake_units(5, 43))
+    result = run_cli(f"sqlite:///{tmp_path}/seed.db", "seed", "--count", "25", "--seed", "7")
+    assert result.returncode == 0, result.stderr
+    assert "seeded 25 units" in result.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "UNITS_API_DATABASE_URL": f"sqlite:///{tmp_path}/first.db"}
+    process = subprocess.Popen([*CLI, "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert "admin key" in banner
+        key = process.stdout.readline().strip()
+        assert key.startswith("uak_")
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        headers = {"Authorization": f"Bearer {key}"}
+        created = httpx.post(f"{base}/api/v2/units/", headers=headers,
+                             json={"name": "Real", "type": "villa", "price": 1234567.89})
+        assert created.status_code == 201
+        assert b'"price":1234567.89' in created.content
+        fetched = httpx.get(f"{base}{created.headers['location']}", headers=headers)
+        assert fetched.status_code == 200 and fetched.json() == created.json()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+    second = subprocess.run([*CLI, "keys", "list"], env=env, capture_output=True, text=True,
+                            check=True)
+    assert len(second.stdout.splitlines()) == 1  # only the bootstrap key
