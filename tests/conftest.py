@@ -72,11 +72,13 @@ def postgres_url() -> Iterator[str]:
     url = _asyncpg_dsn(PG_URL, name)
     upgrade(url)
     yield url
-    asyncio.run(_admin_sql(
-        PG_URL,
-        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
-        f'DROP DATABASE IF EXISTS "{name}"',
-    ))
+    asyncio.run(
+        _admin_sql(
+            PG_URL,
+            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+            f'DROP DATABASE IF EXISTS "{name}"',
+        )
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -94,7 +96,9 @@ def settings(database_url: str) -> Settings:
 class Api:
     """An HTTP client on the real app, with the app's context and an admin key."""
 
-    def __init__(self, client: httpx.AsyncClient, context: AppContext, admin: dict[str, Any]) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, context: AppContext, admin: dict[str, Any]
+    ) -> None:
         self.client = client
         self.context = context
         self.admin_key: str = admin["key"]
@@ -103,8 +107,15 @@ class Api:
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.admin_key}"}
 
-    async def request(self, method: str, url: str, *, key: str | None = None,
-                      headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
         return await self.client.request(
             method, url, headers={**self.auth(key), **(headers or {})}, **kwargs
         )

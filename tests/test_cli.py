@@ -18,8 +18,9 @@ CLI = [sys.executable, "-m", "units_api"]
 
 def run_cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "UNITS_API_DATABASE_URL": db_url}
-    return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [*CLI, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 @pytest.fixture
@@ -29,8 +30,21 @@ def db_url(tmp_path: Path) -> str:
 
 def test_keys_create_prints_the_secret_alone_first(db_url: str) -> None:
     assert run_cli(db_url, "migrate").returncode == 0
-    result = run_cli(db_url, "keys", "create", "--name", "crm", "--scope", "units:read",
-                     "--scope", "units:write", "--expires-in", "30d", "--rate-limit", "600/minute")
+    result = run_cli(
+        db_url,
+        "keys",
+        "create",
+        "--name",
+        "crm",
+        "--scope",
+        "units:read",
+        "--scope",
+        "units:write",
+        "--expires-in",
+        "30d",
+        "--rate-limit",
+        "600/minute",
+    )
     assert result.returncode == 0, result.stderr
     first, *rest = result.stdout.splitlines()
     assert first.startswith("uak_") and " " not in first
@@ -49,8 +63,9 @@ def test_keys_create_rejects_bad_input(db_url: str) -> None:
     run_cli(db_url, "migrate")
     bad_scope = run_cli(db_url, "keys", "create", "--name", "x", "--scope", "units:fly")
     assert bad_scope.returncode == 2 and "scopes" in bad_scope.stderr
-    bad_expiry = run_cli(db_url, "keys", "create", "--name", "x", "--scope", "admin",
-                         "--expires-in", "soon")
+    bad_expiry = run_cli(
+        db_url, "keys", "create", "--name", "x", "--scope", "admin", "--expires-in", "soon"
+    )
     assert bad_expiry.returncode == 2
     assert run_cli(db_url, "keys", "revoke", "nope").returncode == 2
 
@@ -74,8 +89,13 @@ def free_port() -> int:
 def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "UNITS_API_DATABASE_URL": f"sqlite:///{tmp_path}/first.db"}
-    process = subprocess.Popen([*CLI, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(
+        [*CLI, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()
@@ -91,8 +111,11 @@ def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
             except httpx.TransportError:
                 time.sleep(0.2)
         headers = {"Authorization": f"Bearer {key}"}
-        created = httpx.post(f"{base}/api/v2/units/", headers=headers,
-                             json={"name": "Real", "type": "villa", "price": 1234567.89})
+        created = httpx.post(
+            f"{base}/api/v2/units/",
+            headers=headers,
+            json={"name": "Real", "type": "villa", "price": 1234567.89},
+        )
         assert created.status_code == 201
         assert b'"price":1234567.89' in created.content
         fetched = httpx.get(f"{base}{created.headers['location']}", headers=headers)
@@ -100,6 +123,7 @@ def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=20)
-    second = subprocess.run([*CLI, "keys", "list"], env=env, capture_output=True, text=True,
-                            check=True)
+    second = subprocess.run(
+        [*CLI, "keys", "list"], env=env, capture_output=True, text=True, check=True
+    )
     assert len(second.stdout.splitlines()) == 1  # only the bootstrap key

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.routing import APIRoute
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -44,7 +44,9 @@ def problem_response(request: Request, error: ApiError) -> Response:
     state = request.scope.get("state", {})
     body = error.problem(state.get("original_path", request.url.path), state.get("request_id"))
     return Response(
-        dumps(body), status_code=error.status, headers=error.headers,
+        dumps(body),
+        status_code=error.status,
+        headers=error.headers,
         media_type=PROBLEM_CONTENT_TYPE,
     )
 
@@ -58,7 +60,7 @@ def _method_table() -> list[tuple[re.Pattern[str], set[str]]]:
         for route in router.routes:
             if isinstance(route, APIRoute):
                 regex, _, _ = compile_path(route.path)
-                table.append((regex, set(route.methods)))
+                table.append((regex, set(route.methods or ())))
     return table
 
 
@@ -101,8 +103,9 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
 
 async def _database_error(request: Request, exc: Exception) -> Response:
     log.warning("database unavailable", exc_info=exc)
-    error = ServiceUnavailable("The database is busy or unreachable; retry shortly.",
-                               headers={"Retry-After": "1"})
+    error = ServiceUnavailable(
+        "The database is busy or unreachable; retry shortly.", headers={"Retry-After": "1"}
+    )
     return problem_response(request, error)
 
 
@@ -159,4 +162,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"name": "Units API", "openapi": "/openapi.json", "docs": "/docs"})
 
     return app
-

@@ -22,8 +22,9 @@ from units_api.db import Database, create_engine, utcnow
 from units_api.logs import configure_logging
 from units_api.validation import pydantic_errors
 
-app = typer.Typer(help="Units API: the inventory service for real-estate units.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Units API: the inventory service for real-estate units.", no_args_is_help=True
+)
 keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 
@@ -113,8 +114,13 @@ def keys_create(
 ) -> None:
     """Issue a key. The first line printed is the secret alone; the record follows."""
     try:
-        spec = ApiKeyCreate(name=name, scopes=scope, policy=policy,  # type: ignore[arg-type]
-                            expiresAt=_expires_at(expires_in), rateLimit=rate_limit)
+        spec = ApiKeyCreate(
+            name=name,
+            scopes=scope,
+            policy=policy,
+            expiresAt=_expires_at(expires_in),
+            rateLimit=rate_limit,
+        )
     except ValidationError as exc:
         raise _fail("; ".join(f"{f}: {m}" for f, m in pydantic_errors(exc))) from None
 

@@ -100,9 +100,7 @@ class ValidationFailed(ApiError):
 
     def __init__(self, errors: Iterable[tuple[str, str]], detail: str | None = None) -> None:
         listed = [{"field": field, "message": message} for field, message in errors]
-        super().__init__(
-            detail or f"{len(listed)} validation error(s)", extra={"errors": listed}
-        )
+        super().__init__(detail or f"{len(listed)} validation error(s)", extra={"errors": listed})
         self.errors = listed
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 _requests: Counter[tuple[str, str]] = Counter()
-_durations: Counter[str] = Counter()
+_durations: defaultdict[str, float] = defaultdict(float)
 
 
 def observe(method: str, status: int, seconds: float) -> None:
@@ -27,6 +27,7 @@ def render_metrics() -> str:
         "# TYPE units_api_request_seconds_sum counter",
     ]
     lines += [
-        f'units_api_request_seconds_sum{{method="{m}"}} {v:.6f}' for m, v in sorted(_durations.items())
+        f'units_api_request_seconds_sum{{method="{m}"}} {v:.6f}'
+        for m, v in sorted(_durations.items())
     ]
     return "\n".join(lines) + "\n"

@@ -46,8 +46,15 @@ class Problem(BaseModel):
 
 
 DOC_MODELS: tuple[type[BaseModel], ...] = (
-    Problem, UnitWrite, UnitPatch, UnitRead, HistoryPage,
-    ApiKeyCreate, ApiKeyRead, ApiKeyCreated, ApiKeyPage,
+    Problem,
+    UnitWrite,
+    UnitPatch,
+    UnitRead,
+    HistoryPage,
+    ApiKeyCreate,
+    ApiKeyRead,
+    ApiKeyCreated,
+    ApiKeyPage,
 )
 
 
@@ -78,8 +85,11 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
     document = get_openapi(
-        title="Units API", version=__version__, openapi_version="3.1.0",
-        description=DESCRIPTION, routes=app.routes,
+        title="Units API",
+        version=__version__,
+        openapi_version="3.1.0",
+        description=DESCRIPTION,
+        routes=app.routes,
     )
     paths = document.get("paths", {})
     _tidy_responses(paths)

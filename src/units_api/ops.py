@@ -42,8 +42,10 @@ async def healthz() -> Response:
     summary="Readiness: the database answers and its schema is current",
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
-        503: {"description": "Not ready",
-              "content": {"application/problem+json": {"schema": ref("Problem")}}},
+        503: {
+            "description": "Not ready",
+            "content": {"application/problem+json": {"schema": ref("Problem")}},
+        },
     },
 )
 async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noqa: B008
@@ -63,8 +65,12 @@ async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noq
     "/metrics",
     summary="Prometheus metrics",
     response_class=PlainTextResponse,
-    responses={200: {"description": "Prometheus text format",
-                     "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {
+            "description": "Prometheus text format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
 )
 async def metrics() -> Response:
     return PlainTextResponse(render_metrics(), media_type="text/plain; version=0.0.4")

@@ -12,8 +12,12 @@ from units_api.config import Settings
 
 
 async def test_missing_malformed_and_unknown_keys_are_401(api: Api) -> None:
-    for headers in ({}, {"Authorization": "Basic abc"}, {"Authorization": "Bearer"},
-                    {"Authorization": "Bearer uak_unknown"}):
+    for headers in (
+        {},
+        {"Authorization": "Basic abc"},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer uak_unknown"},
+    ):
         response = await api.client.get("/api/v2/units/x", headers=headers)
         assert response.status_code == 401
         assert response.headers["www-authenticate"].startswith("Bearer")
@@ -24,20 +28,32 @@ async def test_scopes_are_enforced_with_403(api: Api) -> None:
     reader = await api.create_key("units:read")
     unit = await api.create_unit()
     assert (await api.request("GET", f"/api/v2/units/{unit['id']}", key=reader)).status_code == 200
-    for method, path in (("POST", "/api/v2/units/"), ("PATCH", f"/api/v2/units/{unit['id']}"),
-                         ("DELETE", f"/api/v2/units/{unit['id']}"), ("GET", "/api/v2/api-keys")):
+    for method, path in (
+        ("POST", "/api/v2/units/"),
+        ("PATCH", f"/api/v2/units/{unit['id']}"),
+        ("DELETE", f"/api/v2/units/{unit['id']}"),
+        ("GET", "/api/v2/api-keys"),
+    ):
         response = await api.request(method, path, key=reader, json=unit_body())
         assert response.status_code == 403, (method, path)
     writer = await api.create_key("units:write")
     assert (await api.request("GET", f"/api/v2/units/{unit['id']}", key=writer)).status_code == 403
-    assert (await api.request("POST", "/api/v2/units", key=writer, json=unit_body())).status_code == 201
+    assert (
+        await api.request("POST", "/api/v2/units", key=writer, json=unit_body())
+    ).status_code == 201
 
 
 async def test_admin_api_issues_lists_reads_and_revokes(api: Api) -> None:
-    response = await api.request("POST", "/api/v2/api-keys", json={
-        "name": "website", "scopes": ["units:read"], "rateLimit": "600/minute",
-        "expiresAt": "2099-01-01T00:00:00Z",
-    })
+    response = await api.request(
+        "POST",
+        "/api/v2/api-keys",
+        json={
+            "name": "website",
+            "scopes": ["units:read"],
+            "rateLimit": "600/minute",
+            "expiresAt": "2099-01-01T00:00:00Z",
+        },
+    )
     assert response.status_code == 201
     created = response.json()
     secret = created["key"]
@@ -46,8 +62,18 @@ async def test_admin_api_issues_lists_reads_and_revokes(api: Api) -> None:
     assert response.headers["location"] == f"/api/v2/api-keys/{created['id']}"
     record = (await api.request("GET", f"/api/v2/api-keys/{created['id']}")).json()
     assert "key" not in record
-    assert set(record) == {"id", "name", "prefix", "scopes", "policy", "rateLimit", "expiresAt",
-                           "createdAt", "lastUsedAt", "revokedAt"}
+    assert set(record) == {
+        "id",
+        "name",
+        "prefix",
+        "scopes",
+        "policy",
+        "rateLimit",
+        "expiresAt",
+        "createdAt",
+        "lastUsedAt",
+        "revokedAt",
+    }
     assert record["scopes"] == ["units:read"] and record["expiresAt"] == "2099-01-01T00:00:00.000Z"
     assert record["lastUsedAt"] is None
 
@@ -81,15 +107,18 @@ async def test_key_list_pages_with_cursor(api: Api) -> None:
     assert (await api.request("GET", "/api/v2/api-keys?cursor=zzz")).status_code == 400
 
 
-@pytest.mark.parametrize("body", [
-    {"name": "x", "scopes": []},
-    {"name": "x", "scopes": ["units:fly"]},
-    {"name": " ", "scopes": ["admin"]},
-    {"name": "x", "scopes": ["admin"], "expiresAt": "2001-01-01T00:00:00Z"},
-    {"name": "x", "scopes": ["admin"], "expiresAt": "tomorrow"},
-    {"name": "x", "scopes": ["admin"], "rateLimit": "lots"},
-    {"name": "x", "scopes": ["admin"], "extra": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "scopes": []},
+        {"name": "x", "scopes": ["units:fly"]},
+        {"name": " ", "scopes": ["admin"]},
+        {"name": "x", "scopes": ["admin"], "expiresAt": "2001-01-01T00:00:00Z"},
+        {"name": "x", "scopes": ["admin"], "expiresAt": "tomorrow"},
+        {"name": "x", "scopes": ["admin"], "rateLimit": "lots"},
+        {"name": "x", "scopes": ["admin"], "extra": 1},
+    ],
+)
 async def test_bad_key_requests_are_422(api: Api, body: dict[str, object]) -> None:
     response = await api.request("POST", "/api/v2/api-keys", json=body)
     assert response.status_code == 422

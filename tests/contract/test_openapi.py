@@ -29,31 +29,48 @@ async def test_document_is_openapi_3_1_with_every_operation(api: Api) -> None:
     assert "/api/v2/units/{id}/history" in paths
     assert set(paths["/api/v2/api-keys"]) == {"get", "post"}
     schemes = document["components"]["securitySchemes"]
-    assert schemes["ApiKey"] == {"type": "http", "scheme": "bearer",
-                                 "description": schemes["ApiKey"]["description"]}
+    assert schemes["ApiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": schemes["ApiKey"]["description"],
+    }
     create = paths["/api/v2/units/"]["post"]
     assert create["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
-        "/UnitWrite")
+        "/UnitWrite"
+    )
     for code in ("401", "403", "422", "429"):
         assert "application/problem+json" in create["responses"][code]["content"]
     patch = paths["/api/v2/units/{id}/"]["patch"]
     assert "application/merge-patch+json" in patch["requestBody"]["content"]
     unit = document["components"]["schemas"]["UnitRead"]
     assert {"id", "version", "publishing", "availability", "paymentPlans"} <= set(
-        unit["properties"])
+        unit["properties"]
+    )
     assert document["components"]["schemas"]["Floor"]["properties"]["rooms"]["anyOf"][0] == {
-        "type": "integer", "minimum": 0, "maximum": 10**15}
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 10**15,
+    }
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     port = free_port()
     database = tmp_path_factory.mktemp("schemathesis") / "units.db"
-    env = {**os.environ, "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
-           "UNITS_API_ACCESS_LOG": "false", "UNITS_API_RATE_LIMIT": "1000000/minute"}
-    process = subprocess.Popen([sys.executable, "-m", "units_api", "serve", "--port", str(port)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                               text=True, cwd=Path(__file__).parent)
+    env = {
+        **os.environ,
+        "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
+        "UNITS_API_ACCESS_LOG": "false",
+        "UNITS_API_RATE_LIMIT": "1000000/minute",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "units_api", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=Path(__file__).parent,
+    )
     assert process.stdout is not None
     process.stdout.readline()
     key = process.stdout.readline().strip()

@@ -8,8 +8,19 @@ from tests.conftest import Api
 
 WRITERS = 12
 ROUNDS = 5
-TEXT_FIELDS = ("location", "city", "subProjectId", "priceBase", "unitNameAr", "unitDesc",
-               "unitDescAr", "unitShortDesc", "unitShortDescAr", "name", "type")
+TEXT_FIELDS = (
+    "location",
+    "city",
+    "subProjectId",
+    "priceBase",
+    "unitNameAr",
+    "unitDesc",
+    "unitDescAr",
+    "unitShortDesc",
+    "unitShortDescAr",
+    "name",
+    "type",
+)
 
 
 async def test_if_match_retry_loops_lose_no_increment(pg_api: Api) -> None:
@@ -25,7 +36,9 @@ async def test_if_match_retry_loops_lose_no_increment(pg_api: Api) -> None:
                 current = await api.request("GET", path)
                 value = current.json()["guaranty"] + 1
                 response = await api.request(
-                    "PATCH", path, json={"guaranty": value},
+                    "PATCH",
+                    path,
+                    json={"guaranty": value},
                     headers={"If-Match": current.headers["etag"]},
                 )
                 if response.status_code == 200:
@@ -46,9 +59,9 @@ async def test_concurrent_patches_of_different_fields_all_land(pg_api: Api) -> N
     api = pg_api
     unit = await api.create_unit()
     path = f"/api/v2/units/{unit['id']}"
-    responses = await asyncio.gather(*(
-        api.request("PATCH", path, json={field: f"value of {field}"}) for field in TEXT_FIELDS
-    ))
+    responses = await asyncio.gather(
+        *(api.request("PATCH", path, json={field: f"value of {field}"}) for field in TEXT_FIELDS)
+    )
     assert all(response.status_code == 200 for response in responses)
     final = (await api.request("GET", path)).json()
     for field in TEXT_FIELDS:

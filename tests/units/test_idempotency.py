@@ -47,8 +47,9 @@ async def test_keys_are_per_api_key(api: Api) -> None:
     other_key = await api.create_key("units:write")
     headers = {"Idempotency-Key": "shared-name"}
     first = await api.request("POST", "/api/v2/units/", json=unit_body(), headers=headers)
-    second = await api.request("POST", "/api/v2/units/", json=unit_body(), headers=headers,
-                               key=other_key)
+    second = await api.request(
+        "POST", "/api/v2/units/", json=unit_body(), headers=headers, key=other_key
+    )
     assert second.status_code == 201 and second.json()["id"] != first.json()["id"]
 
 
@@ -68,23 +69,30 @@ async def test_failed_request_releases_the_key(api: Api) -> None:
 async def claim(api: Api, key: str, body: bytes, age: timedelta) -> None:
     """Leave the claim a request still in progress (or one that died) would leave."""
     async with api.context.db.transaction() as conn:
-        await conn.execute(idempotency_keys.insert().values(
-            owner=api.admin_key_id, key=key, state="in_flight", created_at=utcnow() - age,
-            request_hash=request_fingerprint("POST", "/api/v2/units", body),
-        ))
+        await conn.execute(
+            idempotency_keys.insert().values(
+                owner=api.admin_key_id,
+                key=key,
+                state="in_flight",
+                created_at=utcnow() - age,
+                request_hash=request_fingerprint("POST", "/api/v2/units", body),
+            )
+        )
 
 
 async def test_in_flight_claim_is_409_and_an_abandoned_one_is_taken_over(api: Api) -> None:
     body = orjson.dumps(unit_body())
     headers = {"content-type": "application/json"}
     await claim(api, "busy", body, timedelta(seconds=1))
-    twin = await api.request("POST", "/api/v2/units/", content=body,
-                             headers={**headers, "Idempotency-Key": "busy"})
+    twin = await api.request(
+        "POST", "/api/v2/units/", content=body, headers={**headers, "Idempotency-Key": "busy"}
+    )
     assert twin.status_code == 409
     assert twin.headers["content-type"] == "application/problem+json"
     await claim(api, "dead", body, timedelta(minutes=10))
-    taken = await api.request("POST", "/api/v2/units/", content=body,
-                              headers={**headers, "Idempotency-Key": "dead"})
+    taken = await api.request(
+        "POST", "/api/v2/units/", content=body, headers={**headers, "Idempotency-Key": "dead"}
+    )
     assert taken.status_code == 201
 
 
@@ -108,6 +116,7 @@ async def test_concurrent_twins_create_one_unit(pg_api: Api) -> None:
 
 
 async def test_bad_idempotency_key_is_400(api: Api) -> None:
-    response = await api.request("POST", "/api/v2/units/", json=unit_body(),
-                                 headers={"Idempotency-Key": "x" * 300})
+    response = await api.request(
+        "POST", "/api/v2/units/", json=unit_body(), headers={"Idempotency-Key": "x" * 300}
+    )
     assert response.status_code == 400

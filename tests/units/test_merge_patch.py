@@ -39,8 +39,9 @@ def test_rfc_7396_examples(target: Any, patch: Any, expected: Any) -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
-                                                                 max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
     max_leaves=10,
 )
 
@@ -55,25 +56,43 @@ money = st.integers(min_value=0, max_value=10**9)
 text = st.text(alphabet="abc شقة", min_size=1, max_size=8)
 url = st.integers(0, 99).map(lambda n: f"https://cdn.example.com/{n}.jpg")
 field_values: dict[str, st.SearchStrategy[Any]] = {
-    "name": text, "location": text, "city": text, "unitNameAr": text, "unitDesc": text,
-    "price": money, "surface": money, "guaranty": money,
+    "name": text,
+    "location": text,
+    "city": text,
+    "unitNameAr": text,
+    "unitDesc": text,
+    "price": money,
+    "surface": money,
+    "guaranty": money,
     "unitImageUrl": url,
     "gallery": st.lists(url, max_size=3),
-    "expense": st.fixed_dictionaries({}, optional={"name": text | st.none(),
-                                                   "value": money | st.none()}),
-    "unitLocation": st.fixed_dictionaries({}, optional={
-        "coordinates": st.tuples(st.integers(-180, 180), st.integers(-90, 90)).map(list)}),
-    "floorsPlan": st.lists(st.fixed_dictionaries({}, optional={"rooms": st.integers(0, 9),
-                                                               "view": text}), max_size=2),
+    "expense": st.fixed_dictionaries(
+        {}, optional={"name": text | st.none(), "value": money | st.none()}
+    ),
+    "unitLocation": st.fixed_dictionaries(
+        {},
+        optional={"coordinates": st.tuples(st.integers(-180, 180), st.integers(-90, 90)).map(list)},
+    ),
+    "floorsPlan": st.lists(
+        st.fixed_dictionaries({}, optional={"rooms": st.integers(0, 9), "view": text}), max_size=2
+    ),
 }
 OPTIONAL = [name for name in field_values if name != "name"]
-patches = st.fixed_dictionaries({}, optional={
-    name: (strategy | st.none()) if name in OPTIONAL else strategy
-    for name, strategy in field_values.items()
-})
-START = {"name": "Start", "type": "villa", "price": 5, "expense": {"name": "fee", "value": 1},
-         "unitLocation": {"type": "Point", "coordinates": [31, 30]},
-         "gallery": ["https://cdn.example.com/0.jpg"]}
+patches = st.fixed_dictionaries(
+    {},
+    optional={
+        name: (strategy | st.none()) if name in OPTIONAL else strategy
+        for name, strategy in field_values.items()
+    },
+)
+START = {
+    "name": "Start",
+    "type": "villa",
+    "price": 5,
+    "expense": {"name": "fee", "value": 1},
+    "unitLocation": {"type": "Point", "coordinates": [31, 30]},
+    "gallery": ["https://cdn.example.com/0.jpg"],
+}
 
 
 def editable(record: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +107,21 @@ def normalised(fields: dict[str, Any]) -> dict[str, Any]:
     if out["expense"] is not None:
         out["expense"] = {"name": None, "value": None, **out["expense"]}
     for floor in out["floorsPlan"]:
-        for key in ("floorsNumber", "floorName", "floorNameAr", "floorDesc", "floorDescAr",
-                    "rooms", "baths", "view", "area", "uom", "price", "extras", "floorImage"):
+        for key in (
+            "floorsNumber",
+            "floorName",
+            "floorNameAr",
+            "floorDesc",
+            "floorDescAr",
+            "rooms",
+            "baths",
+            "view",
+            "area",
+            "uom",
+            "price",
+            "extras",
+            "floorImage",
+        ):
             floor.setdefault(key, None)
     return out
 

@@ -27,9 +27,7 @@ async def by_id(conn: AsyncConnection, key_id: uuid.UUID) -> RowMapping | None:
     return result.mappings().first()
 
 
-async def page(
-    conn: AsyncConnection, after: uuid.UUID | None, limit: int
-) -> list[RowMapping]:
+async def page(conn: AsyncConnection, after: uuid.UUID | None, limit: int) -> list[RowMapping]:
     query = select(api_keys).order_by(api_keys.c.id).limit(limit)
     if after is not None:
         query = query.where(api_keys.c.id > after)

@@ -29,8 +29,10 @@ router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
     status_code=201,
     summary="Issue an API key",
     description="The secret (`key`) is in this response only; it is stored as a hash.",
-    responses={**success(201, "ApiKeyCreated", "The key record and its secret", ("Location",)),
-               **problems(400, 413, 415, 422)},
+    responses={
+        **success(201, "ApiKeyCreated", "The key record and its secret", ("Location",)),
+        **problems(400, 413, 415, 422),
+    },
     openapi_extra=json_body("ApiKeyCreate"),
 )
 async def create_key(
@@ -70,17 +72,18 @@ async def list_keys(
         rows = await repository.page(conn, after, size + 1)
     more = len(rows) > size
     rows = rows[:size]
-    return JSONResponse({
-        "data": [render_key(row) for row in rows],
-        "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None,
-    })
+    return JSONResponse(
+        {
+            "data": [render_key(row) for row in rows],
+            "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None,
+        }
+    )
 
 
 @router.get(
     "/{id}",
     summary="Read an API key",
-    responses={**success(200, "ApiKeyRead", "The key record (never the secret)"),
-               **problems(404)},
+    responses={**success(200, "ApiKeyRead", "The key record (never the secret)"), **problems(404)},
 )
 async def get_key(
     id: str,

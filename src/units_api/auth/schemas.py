@@ -10,7 +10,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from units_api.auth.scopes import ALL_SCOPES
 from units_api.http.ratelimit import parse_rate
 
-Scope = Literal["units:read", "units:write", "units:publish", "units:export", "events:read", "admin"]
+Scope = Literal[
+    "units:read", "units:write", "units:publish", "units:export", "events:read", "admin"
+]
 assert set(Scope.__args__) == set(ALL_SCOPES)  # type: ignore[attr-defined]
 
 
@@ -40,14 +42,21 @@ def _non_blank(value: str) -> str:
 class ApiKeyCreate(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{
-            "name": "website", "scopes": ["units:read"], "rateLimit": "600/minute",
-            "expiresAt": "2027-06-30T00:00:00Z",
-        }]},
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "website",
+                    "scopes": ["units:read"],
+                    "rateLimit": "600/minute",
+                    "expiresAt": "2027-06-30T00:00:00Z",
+                }
+            ]
+        },
     )
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200),
-                    AfterValidator(_non_blank)]
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=200), AfterValidator(_non_blank)
+    ]
     scopes: Annotated[list[Scope], Field(min_length=1, max_length=len(ALL_SCOPES))]
     policy: str | None = Field(
         default=None,
@@ -86,4 +95,6 @@ class ApiKeyPage(BaseModel):
 def parse_time(value: str | None) -> datetime | None:
     if value is None:
         return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")).astimezone(UTC)
+    return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")).astimezone(
+        UTC
+    )

@@ -62,8 +62,9 @@ async def create_key(conn: AsyncConnection, spec: ApiKeyCreate) -> dict[str, Any
     if spec.policy is not None:
         raise ValidationFailed([("policy", "key policies are not available yet")])
     secret = new_secret()
+    key_id = uuid7()
     values = {
-        "id": uuid7(),
+        "id": key_id,
         "name": spec.name,
         "prefix": visible_prefix(secret),
         "secret_hash": hash_secret(secret),
@@ -76,7 +77,7 @@ async def create_key(conn: AsyncConnection, spec: ApiKeyCreate) -> dict[str, Any
         "revoked_at": None,
     }
     await repository.insert(conn, values)
-    row = await repository.by_id(conn, values["id"])
+    row = await repository.by_id(conn, key_id)
     assert row is not None
     return {**render_key(row), "key": secret}
 

@@ -9,7 +9,9 @@ from units_api.db import UTCDateTime, metadata
 events = Table(
     "events",
     metadata,
-    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column(
+        "seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
     Column("id", Uuid, nullable=False, unique=True),
     Column("type", String(60), nullable=False),
     Column("occurred_at", UTCDateTime, nullable=False),

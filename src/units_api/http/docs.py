@@ -35,9 +35,9 @@ def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     }
 
 
-def success(code: int, schema: str, description: str, headers: tuple[str, ...] = ()) -> dict[
-    int | str, dict[str, Any]
-]:
+def success(
+    code: int, schema: str, description: str, headers: tuple[str, ...] = ()
+) -> dict[int | str, dict[str, Any]]:
     return {
         code: {
             "description": description,
@@ -57,5 +57,10 @@ def json_body(schema: str, media_types: tuple[str, ...] = ("application/json",))
 
 
 def header(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "header", "required": False, "description": description,
-            "schema": {"type": "string"}}
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string"},
+    }

@@ -56,7 +56,9 @@ class Idempotency:
         self._db = db
         self._ttl = timedelta(seconds=ttl_seconds)
 
-    async def run(self, request: Request, owner: str, body: bytes, operation: Operation) -> Response:
+    async def run(
+        self, request: Request, owner: str, body: bytes, operation: Operation
+    ) -> Response:
         """Run `operation` in one transaction, honouring the request's Idempotency-Key."""
         raw_key = request.headers.get(HEADER)
         if raw_key is None:
@@ -81,12 +83,16 @@ class Idempotency:
         try:
             async with self._db.transaction() as conn:
                 row = (
-                    await conn.execute(
-                        select(table)
-                        .where(table.c.owner == owner, table.c.key == key)
-                        .with_for_update()
+                    (
+                        await conn.execute(
+                            select(table)
+                            .where(table.c.owner == owner, table.c.key == key)
+                            .with_for_update()
+                        )
                     )
-                ).mappings().first()
+                    .mappings()
+                    .first()
+                )
                 if row is not None and self._is_live(row, now):
                     return self._existing(row, request_hash)
                 if row is not None:
@@ -95,12 +101,17 @@ class Idempotency:
                     )
                 await conn.execute(
                     table.insert().values(
-                        owner=owner, key=key, request_hash=request_hash,
-                        state="in_flight", created_at=now,
+                        owner=owner,
+                        key=key,
+                        request_hash=request_hash,
+                        state="in_flight",
+                        created_at=now,
                     )
                 )
         except IntegrityError:
-            raise IdempotencyInFlight("A request with this Idempotency-Key is in progress.") from None
+            raise IdempotencyInFlight(
+                "A request with this Idempotency-Key is in progress."
+            ) from None
         return None
 
     def _is_live(self, row: RowMapping, now: datetime) -> bool:

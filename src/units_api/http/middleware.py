@@ -90,12 +90,16 @@ class RequestContextMiddleware:
 
 async def _send_problem(send: Send, problem: dict[str, Any]) -> None:
     body = orjson.dumps(problem)
-    await send({
-        "type": "http.response.start",
-        "status": problem["status"],
-        "headers": [(b"content-type", PROBLEM_CONTENT_TYPE.encode()),
-                    (b"content-length", str(len(body)).encode())],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": problem["status"],
+            "headers": [
+                (b"content-type", PROBLEM_CONTENT_TYPE.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

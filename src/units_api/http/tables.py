@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Index, Integer, LargeBinary, PrimaryKeyConstraint, String, Table, Text
+from sqlalchemy import (
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
 
 from units_api.db import UTCDateTime, metadata
 

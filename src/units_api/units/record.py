@@ -73,7 +73,7 @@ class UnitRecord:
         return values
 
     @classmethod
-    def from_row(cls, unit_id: uuid.UUID, row: Mapping[str, Any]) -> UnitRecord:
+    def from_row(cls, unit_id: uuid.UUID, row: Mapping[Any, Any]) -> UnitRecord:
         stored = load_stored(row["doc"])
         return cls(
             id=unit_id,
@@ -97,7 +97,9 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, A
 
 
 def creation_changes(fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    empty: dict[str, Any] = {name: None if not isinstance(v, list) else [] for name, v in fields.items()}
+    empty: dict[str, Any] = {
+        name: None if not isinstance(v, list) else [] for name, v in fields.items()
+    }
     return diff(empty, fields)
 
 

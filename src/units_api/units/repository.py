@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.engine import Row, RowMapping
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.units.tables import unit_history, units
@@ -16,9 +16,10 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
     await conn.execute(units.insert().values(**values))
 
 
-async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> Row[tuple[str, int]] | None:
+async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
     query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
-    return (await conn.execute(query)).first()
+    row = (await conn.execute(query)).first()
+    return None if row is None else (row[0], row[1])
 
 
 async def fetch_for_update(conn: AsyncConnection, unit_id: uuid.UUID) -> RowMapping | None:

@@ -35,15 +35,19 @@ def _unit_response(written: Written, status: int = 200) -> Response:
     headers = {"ETag": etag(written.version)}
     if status == 201:
         headers["Location"] = unit_location(written.id)
-    return Response(written.body, status_code=status, headers=headers, media_type="application/json")
+    return Response(
+        written.body, status_code=status, headers=headers, media_type="application/json"
+    )
 
 
 @router.post(
     "",
     status_code=201,
     summary="Create a unit",
-    responses={**success(201, "UnitRead", "The created unit", ("Location", "ETag")),
-               **problems(400, 409, 413, 415, 422)},
+    responses={
+        **success(201, "UnitRead", "The created unit", ("Location", "ETag")),
+        **problems(400, 409, 413, 415, 422),
+    },
     openapi_extra={**json_body("UnitWrite"), "parameters": [IDEMPOTENCY_KEY]},
 )
 async def create_unit(
@@ -65,8 +69,11 @@ async def create_unit(
 @router.get(
     "/{id}",
     summary="Retrieve a unit",
-    responses={**success(200, "UnitRead", "The unit", ("ETag",)),
-               304: {"description": "Not modified"}, **problems(404)},
+    responses={
+        **success(200, "UnitRead", "The unit", ("ETag",)),
+        304: {"description": "Not modified"},
+        **problems(404),
+    },
     openapi_extra={"parameters": [header("If-None-Match", "Answer 304 if the ETag matches.")]},
 )
 async def get_unit(
@@ -87,8 +94,10 @@ async def get_unit(
     "/{id}",
     summary="Replace a unit",
     description="Replaces every editable field: a field left out becomes null or [].",
-    responses={**success(200, "UnitRead", "The replaced unit", ("ETag",)),
-               **problems(400, 404, 412, 413, 415, 422)},
+    responses={
+        **success(200, "UnitRead", "The replaced unit", ("ETag",)),
+        **problems(400, 404, 412, 413, 415, 422),
+    },
     openapi_extra={**json_body("UnitWrite"), "parameters": [IF_MATCH]},
 )
 async def replace_unit(
@@ -101,7 +110,11 @@ async def replace_unit(
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
         written = await service.replace(
-            conn, unit_id, body.value, request.headers.get("if-match"), principal.actor,
+            conn,
+            unit_id,
+            body.value,
+            request.headers.get("if-match"),
+            principal.actor,
             context.settings.vocabularies,
         )
     return _unit_response(written)
@@ -112,8 +125,10 @@ async def replace_unit(
     summary="Partially update a unit (JSON Merge Patch)",
     description="RFC 7396: a key sets, null clears, unitLocation and expense merge key by "
     "key, arrays are replaced whole. The result is validated as a whole.",
-    responses={**success(200, "UnitRead", "The updated unit", ("ETag",)),
-               **problems(400, 404, 412, 413, 415, 422)},
+    responses={
+        **success(200, "UnitRead", "The updated unit", ("ETag",)),
+        **problems(400, 404, 412, 413, 415, 422),
+    },
     openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [IF_MATCH]},
 )
 async def patch_unit(
@@ -126,7 +141,11 @@ async def patch_unit(
     body = await read_json(request, context.settings.max_body_bytes, MERGE_PATCH)
     async with context.db.transaction() as conn:
         written = await service.patch(
-            conn, unit_id, body.value, request.headers.get("if-match"), principal.actor,
+            conn,
+            unit_id,
+            body.value,
+            request.headers.get("if-match"),
+            principal.actor,
             context.settings.vocabularies,
         )
     return _unit_response(written)

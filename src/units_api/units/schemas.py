@@ -139,7 +139,12 @@ class UnitFields(_Strict):
 
 EDITABLE_FIELDS: tuple[str, ...] = tuple(UnitFields.model_fields)
 SERVER_FIELDS: tuple[str, ...] = (
-    "id", "createdAt", "updatedAt", "version", "publishing", "availability",
+    "id",
+    "createdAt",
+    "updatedAt",
+    "version",
+    "publishing",
+    "availability",
 )
 OBJECT_FIELDS: dict[str, type[BaseModel]] = {"unitLocation": UnitLocation, "expense": Expense}
 
@@ -150,20 +155,31 @@ class UnitWrite(UnitFields):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "examples": [{
-                "name": "Palm Hills Villa A-12",
-                "type": "villa",
-                "city": "New Cairo",
-                "price": 4250000.5,
-                "unitNameAr": "فيلا بالم هيلز أ-١٢",
-                "unitLocation": {"type": "Point", "coordinates": [31.4913, 30.0074]},
-                "paymentPlans": [{"planName": "10% down", "downPayment": 425000,
-                                  "minPrice": 4000000, "maxPrice": 4500000, "default": True}],
-            }]
+            "examples": [
+                {
+                    "name": "Palm Hills Villa A-12",
+                    "type": "villa",
+                    "city": "New Cairo",
+                    "price": 4250000.5,
+                    "unitNameAr": "فيلا بالم هيلز أ-١٢",
+                    "unitLocation": {"type": "Point", "coordinates": [31.4913, 30.0074]},
+                    "paymentPlans": [
+                        {
+                            "planName": "10% down",
+                            "downPayment": 425000,
+                            "minPrice": 4000000,
+                            "maxPrice": 4500000,
+                            "default": True,
+                        }
+                    ],
+                }
+            ]
         },
     )
 
-    id: str | None = Field(default=None, description="Ignored on create; must match the path on PUT.")
+    id: str | None = Field(
+        default=None, description="Ignored on create; must match the path on PUT."
+    )
     createdAt: Any = Field(default=None, description="Server field; ignored.")
     updatedAt: Any = Field(default=None, description="Server field; ignored.")
     version: Any = Field(default=None, description="Server field; ignored (use If-Match).")
@@ -206,8 +222,10 @@ class UnitRead(UnitFields):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(description="UUIDv7, canonical lowercase.",
-                    examples=["019a8f2e-5c1b-7d3e-9a4f-0b1c2d3e4f50"])
+    id: str = Field(
+        description="UUIDv7, canonical lowercase.",
+        examples=["019a8f2e-5c1b-7d3e-9a4f-0b1c2d3e4f50"],
+    )
     createdAt: str = Field(examples=["2026-11-22T09:30:00.123Z"])
     updatedAt: str = Field(examples=["2026-11-22T09:30:00.123Z"])
     version: int = Field(ge=1)

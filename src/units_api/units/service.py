@@ -76,14 +76,17 @@ async def _log_change(
     event_type: str,
     event_data: dict[str, Any],
 ) -> None:
-    await repository.insert_history(conn, {
-        "unit_id": record.id,
-        "version": record.version,
-        "at": record.updated_at,
-        "actor": actor_text(actor),
-        "action": action,
-        "changes": dumps(changes).decode(),
-    })
+    await repository.insert_history(
+        conn,
+        {
+            "unit_id": record.id,
+            "version": record.version,
+            "at": record.updated_at,
+            "actor": actor_text(actor),
+            "action": action,
+            "changes": dumps(changes).decode(),
+        },
+    )
     await record_event(
         conn, event_type, unit_id=record.id, version=record.version, actor=actor, data=event_data
     )
@@ -95,8 +98,13 @@ async def create(
     fields = validate_unit(body, vocabularies)
     now = utcnow()
     record = UnitRecord(
-        id=uuid7(), version=1, created_at=now, updated_at=now, fields=fields,
-        publishing=new_publishing(), availability=new_availability(now),
+        id=uuid7(),
+        version=1,
+        created_at=now,
+        updated_at=now,
+        fields=fields,
+        publishing=new_publishing(),
+        availability=new_availability(now),
     )
     columns = record.columns()
     await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
@@ -187,7 +195,7 @@ async def delete(
     )
 
 
-def _history_entry(row: Mapping[str, Any]) -> dict[str, Any]:
+def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
     return {
         "version": row["version"],
         "at": format_time(row["at"]),
@@ -214,4 +222,3 @@ async def history(
         "data": [_history_entry(row) for row in rows],
         "nextCursor": encode_cursor(rows[-1]["id"]) if more else None,
     }
-

@@ -49,7 +49,9 @@ units = Table(
 unit_history = Table(
     "unit_history",
     metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
     Column("unit_id", Uuid, nullable=False),
     Column("version", Integer, nullable=False),
     Column("at", UTCDateTime, nullable=False),

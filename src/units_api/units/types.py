@@ -31,7 +31,8 @@ def _number(value: Any) -> Decimal | int:
         raise ValueError(f"must be at most {NUMBER_MAX:.0e} in magnitude")
     if isinstance(value, Decimal) and value != 0 and -int(value.as_tuple().exponent) > DECIMALS_MAX:
         raise ValueError(f"must have at most {DECIMALS_MAX} decimal places")
-    return value
+    number: Decimal | int = value
+    return number
 
 
 def _amount(value: Any) -> Decimal | int:
@@ -55,9 +56,7 @@ def _http_url(value: str) -> str:
     return value
 
 
-_DATE_TIME = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$"
-)
+_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
 def _reading_date(value: str) -> str:
@@ -110,18 +109,21 @@ Url = Annotated[
     str,
     StringConstraints(max_length=TEXT_MAX),
     AfterValidator(_http_url),
-    WithJsonSchema({"type": "string", "format": "uri", "maxLength": TEXT_MAX,
-                    "pattern": "^https?://"}),
+    WithJsonSchema(
+        {"type": "string", "format": "uri", "maxLength": TEXT_MAX, "pattern": "^https?://"}
+    ),
 ]
 ReadingDate = Annotated[
     str,
     StringConstraints(max_length=40),
     AfterValidator(_reading_date),
-    WithJsonSchema({
-        "type": "string",
-        "description": "ISO 8601 date (YYYY-MM-DD) or RFC 3339 date-time; returned as sent.",
-        "examples": ["2026-11-01", "2026-11-01T08:00:00Z"],
-        "anyOf": [{"format": "date"}, {"format": "date-time"}],
-    }),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "description": "ISO 8601 date (YYYY-MM-DD) or RFC 3339 date-time; returned as sent.",
+            "examples": ["2026-11-01", "2026-11-01T08:00:00Z"],
+            "anyOf": [{"format": "date"}, {"format": "date-time"}],
+        }
+    ),
 ]
 NullAsEmpty = BeforeValidator(_none_as_empty)

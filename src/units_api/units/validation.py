@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 
 from units_api.errors import ValidationFailed
-from units_api.validation import pydantic_errors
 from units_api.units.schemas import EDITABLE_FIELDS, OBJECT_FIELDS, SERVER_FIELDS, UnitWrite
+from units_api.validation import pydantic_errors
 
 # Where each vocabulary field lives: top level, or inside elements of an array.
 VOCABULARY_PATHS: dict[str, tuple[str | None, str]] = {
@@ -24,12 +24,13 @@ VOCABULARY_PATHS: dict[str, tuple[str | None, str]] = {
 _EXTRA_UOM_ARRAY = "floorsPlan"
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | Decimal | float]:
     return isinstance(value, int | Decimal | float) and not isinstance(value, bool)
 
 
 def _range_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
-    start, top = body.get("startingPrice"), body.get("maxPrice")
+    start: Any = body.get("startingPrice")
+    top: Any = body.get("maxPrice")
     if _is_number(start) and _is_number(top) and start > top:
         yield "startingPrice", "must be less than or equal to maxPrice"
     plans = body.get("paymentPlans")
@@ -39,7 +40,8 @@ def _range_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for index, plan in enumerate(plans):
         if not isinstance(plan, dict):
             continue
-        low, high = plan.get("minPrice"), plan.get("maxPrice")
+        low: Any = plan.get("minPrice")
+        high: Any = plan.get("maxPrice")
         if _is_number(low) and _is_number(high) and low > high:
             yield f"paymentPlans[{index}].minPrice", "must be less than or equal to maxPrice"
         if plan.get("default") is True:
@@ -52,11 +54,12 @@ def _location_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     location = body.get("unitLocation")
     if not isinstance(location, dict):
         return
-    coords = location.get("coordinates")
+    coords: Any = location.get("coordinates")
     if not isinstance(coords, list) or len(coords) != 2:
         return
-    for index, (value, bound) in enumerate(zip(coords, (180, 90), strict=True)):
-        if _is_number(value) and abs(value) > bound:
+    for index, bound in enumerate((180, 90)):
+        value: Any = coords[index]
+        if _is_number(value) and abs(float(value)) > bound:
             axis = "longitude" if index == 0 else "latitude"
             yield f"unitLocation.coordinates[{index}]", f"{axis} must be within [-{bound}, {bound}]"
 
