@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -38,6 +39,7 @@ from units_api.ops import router as ops_router
 from units_api.units.router import router as units_router
 
 log = logging.getLogger(__name__)
+GC_THRESHOLDS = (20_000, 20, 20)
 
 
 def problem_response(request: Request, error: ApiError) -> Response:
@@ -127,6 +129,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         context = create_context(settings)
         app.state.context = context
+        await context.db.open_fast_pool(settings.db_fast_pool_size)
+        # Long-lived startup objects leave the collector's view; fewer, shorter pauses.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
         try:
             yield
         finally:

@@ -25,6 +25,6 @@ class AppContext:
     idempotency: Idempotency
 
 
-def get_context(request: Request) -> AppContext:
+def app_context(request: Request) -> AppContext:
     context: AppContext = request.app.state.context
     return context

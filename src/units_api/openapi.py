@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from units_api import __version__
+from units_api.auth.deps import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
 from units_api.units.schemas import HistoryPage, UnitPatch, UnitRead, UnitWrite
 
@@ -81,6 +82,13 @@ def _tidy_responses(paths: dict[str, Any]) -> None:
                         media["schema"] = {"$ref": media["schema"]["$ref"]}
 
 
+def _require_keys(paths: dict[str, Any]) -> None:
+    for path, operations in paths.items():
+        if path.startswith("/api/"):
+            for operation in operations.values():
+                operation["security"] = [{"ApiKey": []}]
+
+
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
@@ -94,7 +102,9 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     paths = document.get("paths", {})
     _tidy_responses(paths)
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
+    _require_keys(document["paths"])
     components = document.setdefault("components", {})
+    components["securitySchemes"] = SECURITY_SCHEME
     schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)

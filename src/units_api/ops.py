@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Request
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse, Response
 
 from units_api import __version__
-from units_api.context import AppContext, get_context
+from units_api.context import app_context
 from units_api.errors import ServiceUnavailable
 from units_api.http.docs import ref
 from units_api.http.json import JSONResponse
@@ -48,7 +48,8 @@ async def healthz() -> Response:
         },
     },
 )
-async def readyz(context: AppContext = Depends(get_context)) -> Response:  # noqa: B008
+async def readyz(request: Request) -> Response:
+    context = app_context(request)
     try:
         async with context.db.read() as conn:
             await conn.execute(text("SELECT 1"))

@@ -149,8 +149,10 @@ async def test_configured_vocabularies_name_the_allowed_values(database_url: str
 
 
 async def test_numbers_out_of_range_are_422_not_500(api: Api) -> None:
-    raw = (b'{"name":"a","type":"b","price":1e16,"surface":1e-25,'
-           b'"floorsPlan":[{"baths":20424841523084500992}],"guaranty":1E+400}')
+    raw = (
+        b'{"name":"a","type":"b","price":1e16,"surface":1e-25,'
+        b'"floorsPlan":[{"baths":20424841523084500992}],"guaranty":1E+400}'
+    )
     response = await api.request(
         "POST", "/api/v2/units/", content=raw, headers={"content-type": "application/json"}
     )

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 
 from units_api.auth.service import Principal
-from units_api.context import AppContext, get_context
+from units_api.context import AppContext
 from units_api.errors import RateLimited
 from units_api.http.middleware import add_response_header
 from units_api.http.ratelimit import parse_rate
 
-bearer_scheme = HTTPBearer(
-    auto_error=False,
-    scheme_name="ApiKey",
-    description="An API key: `Authorization: Bearer uak_...`.",
-)
+SECURITY_SCHEME = {
+    "ApiKey": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key: `Authorization: Bearer uak_...`.",
+    }
+}
 
 
 async def _rate_limit(request: Request, context: AppContext, principal: Principal) -> None:
@@ -36,15 +35,10 @@ async def _rate_limit(request: Request, context: AppContext, principal: Principa
         add_response_header(request.scope, name, value)
 
 
-def require(scope: str) -> Callable[..., Awaitable[Principal]]:
-    async def dependency(
-        request: Request,
-        _credentials: HTTPAuthorizationCredentials | None = Depends(bearer_scheme),  # noqa: B008
-    ) -> Principal:
-        context = get_context(request)
-        principal = await context.authenticator.authenticate(request.headers.get("authorization"))
-        await _rate_limit(request, context, principal)
-        principal.require(scope)
-        return principal
-
-    return dependency
+async def authorize(request: Request, scope: str) -> Principal:
+    """Authenticate the bearer key, count it against its rate limit, check the scope."""
+    context: AppContext = request.app.state.context
+    principal = await context.authenticator.authenticate(request.headers.get("authorization"))
+    await _rate_limit(request, context, principal)
+    principal.require(scope)
+    return principal

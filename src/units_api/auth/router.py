@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from units_api.auth import repository, service
-from units_api.auth.deps import require
+from units_api.auth.deps import authorize
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import ADMIN
-from units_api.auth.service import Principal, parse_key_id, render_key
-from units_api.context import AppContext, get_context
+from units_api.auth.service import parse_key_id, render_key
+from units_api.context import app_context
 from units_api.db import utcnow
 from units_api.errors import InvalidParameter
 from units_api.http.body import read_json
@@ -37,9 +37,9 @@ router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
 )
 async def create_key(
     request: Request,
-    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, ADMIN)
+    context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
     spec = parse_model(ApiKeyCreate, body.value)
     async with context.db.transaction() as conn:
@@ -55,11 +55,12 @@ async def create_key(
     responses={**success(200, "ApiKeyPage", "A page of keys"), **problems(400)},
 )
 async def list_keys(
+    request: Request,
     limit: str | None = Query(None, description="1..200, default 50"),
     cursor: str | None = Query(None, description="nextCursor of the previous page"),
-    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, ADMIN)
+    context = app_context(request)
     size = parse_limit(limit, default=50, maximum=200)
     after = None
     if cursor is not None:
@@ -86,10 +87,11 @@ async def list_keys(
     responses={**success(200, "ApiKeyRead", "The key record (never the secret)"), **problems(404)},
 )
 async def get_key(
+    request: Request,
     id: str,
-    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, ADMIN)
+    context = app_context(request)
     async with context.db.read() as conn:
         row = await service.get_key(conn, parse_key_id(id))
     return JSONResponse(render_key(row))
@@ -103,10 +105,11 @@ async def get_key(
     responses={204: {"description": "Revoked"}, **problems(404)},
 )
 async def revoke_key(
+    request: Request,
     id: str,
-    _admin: Principal = Depends(require(ADMIN)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, ADMIN)
+    context = app_context(request)
     key_id = parse_key_id(id)
     async with context.db.transaction() as conn:
         await service.get_key(conn, key_id)

@@ -9,6 +9,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.db import Database
 from units_api.units.tables import unit_history, units
 
 
@@ -19,6 +20,19 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
 async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
     query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
     row = (await conn.execute(query)).first()
+    return None if row is None else (row[0], row[1])
+
+
+_FETCH_DOC_SQL = "SELECT doc, version FROM units WHERE id = $1"
+
+
+async def fetch_doc_fast(db: Database, unit_id: uuid.UUID) -> tuple[str, int] | None:
+    """The record by id, on the fast pool where there is one."""
+    if db.fast_pool is None:
+        async with db.read() as conn:
+            return await fetch_doc(conn, unit_id)
+    async with db.fast_pool.acquire() as raw:
+        row = await raw.fetchrow(_FETCH_DOC_SQL, unit_id)
     return None if row is None else (row[0], row[1])
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from units_api.auth.deps import require
+from units_api.auth.deps import authorize
 from units_api.auth.scopes import UNITS_READ, UNITS_WRITE
-from units_api.auth.service import Principal
-from units_api.context import AppContext, get_context
+from units_api.context import app_context
 from units_api.http.body import MERGE_PATCH, read_json
 from units_api.http.cursor import parse_limit
 from units_api.http.docs import header, json_body, problems, success
@@ -52,9 +51,9 @@ def _unit_response(written: Written, status: int = 200) -> Response:
 )
 async def create_unit(
     request: Request,
-    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
 
     async def operation(conn: Any) -> Response:
@@ -79,12 +78,11 @@ async def create_unit(
 async def get_unit(
     id: str,
     request: Request,
-    _principal: Principal = Depends(require(UNITS_READ)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, UNITS_READ)
+    context = app_context(request)
     unit_id = parse_unit_id(id)
-    async with context.db.read() as conn:
-        body, version = await service.get(conn, unit_id)
+    body, version = await service.get(context.db, unit_id)
     if matches(request.headers.get("if-none-match"), version):
         return Response(status_code=304, headers={"ETag": etag(version)})
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
@@ -103,9 +101,9 @@ async def get_unit(
 async def replace_unit(
     id: str,
     request: Request,
-    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
     unit_id = parse_unit_id(id)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
@@ -134,9 +132,9 @@ async def replace_unit(
 async def patch_unit(
     id: str,
     request: Request,
-    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
     unit_id = parse_unit_id(id)
     body = await read_json(request, context.settings.max_body_bytes, MERGE_PATCH)
     async with context.db.transaction() as conn:
@@ -162,9 +160,9 @@ async def patch_unit(
 async def delete_unit(
     id: str,
     request: Request,
-    principal: Principal = Depends(require(UNITS_WRITE)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
     unit_id = parse_unit_id(id)
     async with context.db.transaction() as conn:
         await service.delete(conn, unit_id, request.headers.get("if-match"), principal.actor)
@@ -178,12 +176,13 @@ async def delete_unit(
     responses={**success(200, "HistoryPage", "A page of history entries"), **problems(400, 404)},
 )
 async def unit_history(
+    request: Request,
     id: str,
     limit: str | None = Query(None, description="1..200, default 50"),
     cursor: str | None = Query(None, description="nextCursor of the previous page"),
-    _principal: Principal = Depends(require(UNITS_READ)),  # noqa: B008
-    context: AppContext = Depends(get_context),  # noqa: B008
 ) -> Response:
+    await authorize(request, UNITS_READ)
+    context = app_context(request)
     unit_id = parse_unit_id(id)
     size = parse_limit(limit, default=50, maximum=200)
     async with context.db.read() as conn:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, utcnow, uuid7
+from units_api.db import Database, format_time, utcnow, uuid7
 from units_api.errors import InvalidParameter, NotFound, ValidationFailed
 from units_api.events.recorder import record_event
 from units_api.http.cursor import decode_cursor, encode_cursor
@@ -115,8 +115,8 @@ async def create(
     return Written(record.id, record.version, columns["doc"].encode())
 
 
-async def get(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[bytes, int]:
-    row = await repository.fetch_doc(conn, unit_id)
+async def get(db: Database, unit_id: uuid.UUID) -> tuple[bytes, int]:
+    row = await repository.fetch_doc_fast(db, unit_id)
     if row is None:
         raise _not_found(unit_id)
     return row[0].encode(), row[1]
