@@ -13,6 +13,9 @@ from units_api.events.tables import events
 from units_api.http.json import dumps
 
 
+_INSERT_EVENT = events.insert()
+
+
 async def record_event(
     conn: AsyncConnection,
     event_type: str,
@@ -23,13 +26,14 @@ async def record_event(
     data: dict[str, Any],
 ) -> None:
     await conn.execute(
-        events.insert().values(
-            id=uuid7(),
-            type=event_type,
-            occurred_at=utcnow(),
-            unit_id=unit_id,
-            version=version,
-            actor=orjson.dumps(actor).decode(),
-            data=dumps(data).decode(),
-        )
+        _INSERT_EVENT,
+        {
+            "id": uuid7(),
+            "type": event_type,
+            "occurred_at": utcnow(),
+            "unit_id": unit_id,
+            "version": version,
+            "actor": orjson.dumps(actor).decode(),
+            "data": dumps(data).decode(),
+        },
     )
