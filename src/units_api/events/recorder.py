@@ -12,7 +12,6 @@ from units_api.db import utcnow, uuid7
 from units_api.events.tables import events
 from units_api.http.json import dumps
 
-
 _INSERT_EVENT = events.insert()
 
 

@@ -12,7 +12,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.db import Database
 from units_api.units.tables import unit_history, units
 
-
 # Statements are built once and run with separate parameters: building them per call
 # (`.values(**row)`) costs more than the round trip.
 _INSERT_UNIT = units.insert()
