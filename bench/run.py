@@ -39,12 +39,7 @@ from units_api.units.seeding import fake_unit, seed_units
 from units_api.units.tables import units
 
 HERE = Path(__file__).parent
-SCENARIOS = {
-    "GET one unit": "get_unit.lua",
-    "POST create": "create_unit.lua",
-    "PATCH one field": "patch_unit.lua",
-}
-UNIT = {"s": 1e-6, "ms": 1e-3, "us": 1e-6, "m": 60.0}
+SCENARIOS = {"GET one unit": "get", "POST create": "create", "PATCH one field": "patch"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -153,7 +148,7 @@ def seconds(text: str) -> float:
 
 
 def run_wrk(
-    args: argparse.Namespace, port: int, key: str, script: str, data: Path
+    args: argparse.Namespace, port: int, key: str, mode: str, data: Path
 ) -> dict[str, float]:
     command = [
         "wrk",
@@ -164,9 +159,10 @@ def run_wrk(
         "-H",
         f"Authorization: Bearer {key}",
         "-s",
-        str(HERE / "lua" / script),
+        str(HERE / "lua" / "units.lua"),
         f"http://127.0.0.1:{port}",
         "--",
+        mode,
         str(data),
     ]
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
@@ -208,9 +204,9 @@ def main() -> None:
         "scenarios": {},
     }
     try:
-        for name, script in SCENARIOS.items():
-            data = unit_file if script == "create_unit.lua" else ids_file
-            runs = [run_wrk(args, port, key, script, data) for _ in range(args.runs)]
+        for name, mode in SCENARIOS.items():
+            data = unit_file if mode == "create" else ids_file
+            runs = [run_wrk(args, port, key, mode, data) for _ in range(args.runs)]
             report["scenarios"][name] = {
                 metric: statistics.median(run[metric] for run in runs) for metric in runs[0]
             }

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from units_api.auth.deps import authorize
 from units_api.auth.scopes import UNITS_READ, UNITS_WRITE
 from units_api.context import app_context
-from units_api.http.body import MERGE_PATCH, read_json
+from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.cursor import parse_limit
 from units_api.http.docs import header, json_body, problems, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
 from units_api.units import service
-from units_api.units.service import Written, parse_unit_id
+from units_api.units.service import Vocabularies, Written, parse_unit_id
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
+Update = Callable[
+    [AsyncConnection, uuid.UUID, Any, str | None, dict[str, Any], Vocabularies],
+    Awaitable[Written],
+]
 
 IF_MATCH = header("If-Match", 'Apply only if the unit is at this version, e.g. "3" (else 412).')
 IDEMPOTENCY_KEY = header(
@@ -88,6 +95,25 @@ async def get_unit(
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
 
 
+async def _update(
+    request: Request, id: str, media_types: tuple[str, ...], apply: Update
+) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    unit_id = parse_unit_id(id)
+    body = await read_json(request, context.settings.max_body_bytes, media_types)
+    async with context.db.transaction() as conn:
+        written = await apply(
+            conn,
+            unit_id,
+            body.value,
+            request.headers.get("if-match"),
+            principal.actor,
+            context.settings.vocabularies,
+        )
+    return _unit_response(written)
+
+
 @router.put(
     "/{id}",
     summary="Replace a unit",
@@ -98,24 +124,8 @@ async def get_unit(
     },
     openapi_extra={**json_body("UnitWrite"), "parameters": [IF_MATCH]},
 )
-async def replace_unit(
-    id: str,
-    request: Request,
-) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    unit_id = parse_unit_id(id)
-    body = await read_json(request, context.settings.max_body_bytes)
-    async with context.db.transaction() as conn:
-        written = await service.replace(
-            conn,
-            unit_id,
-            body.value,
-            request.headers.get("if-match"),
-            principal.actor,
-            context.settings.vocabularies,
-        )
-    return _unit_response(written)
+async def replace_unit(id: str, request: Request) -> Response:
+    return await _update(request, id, JSON, service.replace)
 
 
 @router.patch(
@@ -129,24 +139,8 @@ async def replace_unit(
     },
     openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [IF_MATCH]},
 )
-async def patch_unit(
-    id: str,
-    request: Request,
-) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    unit_id = parse_unit_id(id)
-    body = await read_json(request, context.settings.max_body_bytes, MERGE_PATCH)
-    async with context.db.transaction() as conn:
-        written = await service.patch(
-            conn,
-            unit_id,
-            body.value,
-            request.headers.get("if-match"),
-            principal.actor,
-            context.settings.vocabularies,
-        )
-    return _unit_response(written)
+async def patch_unit(id: str, request: Request) -> Response:
+    return await _update(request, id, MERGE_PATCH, service.patch)
 
 
 @router.delete(
