@@ -1,0 +1,79 @@
+"""The validation functions on their own: paths, exact numbers, defaults."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from units_api.errors import ValidationFailed
+from units_api.units.validation import check_patch_keys, validate_unit
+from units_api.validation import format_path
+
+
+def errors_of(body: object, vocabularies: dict[str, tuple[str, ...]] | None = None) -> set[str]:
+    with pytest.raises(ValidationFailed) as caught:
+        validate_unit(body, vocabularies)
+    return {error["field"] for error in caught.value.errors}
+
+
+@pytest.mark.parametrize(
+    ("loc", "path"),
+    [
+        (("name",), "name"),
+        (("paymentPlans", 1, "minPrice"), "paymentPlans[1].minPrice"),
+        (("gallery", 0), "gallery[0]"),
+        (("unitLocation", "function-after", "coordinates", 1), "unitLocation.coordinates[1]"),
+    ],
+)
+def test_paths_read_like_the_record(loc: tuple[int | str, ...], path: str) -> None:
+    assert format_path(loc) == path
+
+
+def test_every_field_is_present_with_null_or_empty_defaults() -> None:
+    fields = validate_unit({"name": "a", "type": "b", "gallery": None})
+    assert fields["gallery"] == [] and fields["readings"] == []
+    assert fields["price"] is None and fields["unitLocation"] is None
+
+
+@given(st.decimals(min_value=0, max_value=10**15, places=2, allow_nan=False))
+def test_money_is_kept_exactly(value: Decimal) -> None:
+    assert validate_unit({"name": "a", "type": "b", "price": value})["price"] == value
+    assert str(validate_unit({"name": "a", "type": "b", "price": value})["price"]) == str(value)
+
+
+@pytest.mark.parametrize("value", ["1", True, None, [1], {"a": 1}])
+def test_non_numbers_are_rejected_for_amounts(value: object) -> None:
+    if value is None:
+        assert validate_unit({"name": "a", "type": "b", "price": value})["price"] is None
+    else:
+        assert errors_of({"name": "a", "type": "b", "price": value}) == {"price"}
+
+
+def test_whole_numbers_accept_integral_decimals_only() -> None:
+    floors = validate_unit({"name": "a", "type": "b", "floorsPlan": [{"rooms": Decimal("3.0")}]})
+    assert floors["floorsPlan"][0]["rooms"] == 3
+    body = {"name": "a", "type": "b", "floorsPlan": [{"rooms": Decimal("3.5")}]}
+    assert errors_of(body) == {"floorsPlan[0].rooms"}
+
+
+def test_vocabularies_apply_to_nested_fields() -> None:
+    body = {
+        "name": "a",
+        "type": "villa",
+        "specs": [{"featureType": "odd"}],
+        "readings": [{"service": "gas"}],
+    }
+    assert errors_of(body, {"featureType": ("amenity",), "service": ("water",)}) == {
+        "specs[0].featureType",
+        "readings[0].service",
+    }
+
+
+def test_patch_keys_catch_unknown_fields_before_null_hides_them() -> None:
+    with pytest.raises(ValidationFailed) as caught:
+        check_patch_keys({"notes": None, "expense": {"amount": None}, "price": 1})
+    assert {e["field"] for e in caught.value.errors} == {"notes", "expense.amount"}
+    check_patch_keys({"unitDesc": None, "id": "x", "version": 3})
