@@ -157,3 +157,14 @@ async def test_numbers_out_of_range_are_422_not_500(api: Api) -> None:
         "POST", "/api/v2/units/", content=raw, headers={"content-type": "application/json"}
     )
     assert set(fields_of(response)) == {"price", "surface", "floorsPlan[0].baths", "guaranty"}
+
+
+async def test_nul_characters_are_422_not_500(api: Api) -> None:
+    body = unit_body(
+        name="a\u0000b",
+        unitDesc="x\u0000",
+        gallery=["https://x.test/\u0000"],
+        readings=[{"Notes": "\u0000"}],
+    )
+    errors = fields_of(await api.request("POST", "/api/v2/units/", json=body))
+    assert set(errors) == {"name", "unitDesc", "gallery[0]", "readings[0].Notes"}

@@ -36,6 +36,8 @@ def _rate(value: str) -> str:
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be blank")
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character")
     return value
 
 

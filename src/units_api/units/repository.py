@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+import orjson
+from sqlalchemy import ColumnElement, bindparam, delete, func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database
+from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import unit_history, units
 
 # Statements are built once and run with separate parameters: building them per call
@@ -81,3 +84,49 @@ async def history_page(
     if before is not None:
         query = query.where(unit_history.c.id < before)
     return list((await conn.execute(query)).mappings())
+
+
+def _order_by(sort: Sequence[SortKey], dialect: str) -> list[Any]:
+    """Null values sort last either way; text sorts by code point on both dialects."""
+    clauses: list[Any] = []
+    for key in sort:
+        column: Any = units.c[SORTABLE[key.field]]
+        if dialect == "postgresql" and key.field in ("name", "city", "type"):
+            column = column.collate("C")
+        clauses.append((column.desc() if key.descending else column.asc()).nulls_last())
+    tie = units.c.id.desc() if sort[-1].descending else units.c.id.asc()
+    return [*clauses, tie]
+
+
+async def list_docs(
+    conn: AsyncConnection,
+    condition: ColumnElement[bool],
+    sort: Sequence[SortKey],
+    limit: int,
+    offset: int,
+) -> list[str]:
+    query = (
+        select(units.c.doc)
+        .where(condition)
+        .order_by(*_order_by(sort, conn.dialect.name))
+        .limit(limit)
+        .offset(offset)
+    )
+    return list((await conn.execute(query)).scalars())
+
+
+async def count(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
+    query = select(func.count()).select_from(units).where(condition)
+    return int((await conn.execute(query)).scalar_one())
+
+
+async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
+    """PostgreSQL's planner estimate of the matching rows (fast at any size)."""
+    query = select(units.c.id).where(condition)
+    compiled = query.compile(dialect=conn.dialect)
+    names = compiled.positiontup or []
+    parameters = tuple(compiled.params[name] for name in names)
+    result = await conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + compiled.string, parameters)
+    plan = result.scalar_one()
+    plan = orjson.loads(plan) if isinstance(plan, str | bytes) else plan
+    return int(plan[0]["Plan"]["Plan Rows"])

@@ -18,7 +18,9 @@ from units_api.http.cursor import parse_limit
 from units_api.http.docs import header, json_body, problems, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
-from units_api.units import service
+from units_api.units import browse, service
+from units_api.units.browse import link_header
+from units_api.units.listing import SORTABLE, parse_list_params
 from units_api.units.service import Vocabularies, Written, parse_unit_id
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
@@ -44,6 +46,33 @@ def _unit_response(written: Written, status: int = 200) -> Response:
     return Response(
         written.body, status_code=status, headers=headers, media_type="application/json"
     )
+
+
+@router.get(
+    "",
+    summary="List units (most recent first)",
+    description="Kept for compatibility and limited use: deep reads belong to the query "
+    "endpoint and exports (page x limit is capped at 10,000). `p` filters with RSQL "
+    "(e.g. `city==Cairo;price=ge=1000000`, `floorsPlan.rooms=ge=3`); `Prefer: count=exact|"
+    "estimated|none` chooses how `meta.total` is counted.",
+    responses={**success(200, "UnitPage", "A page of units", ("Link",)), **problems(400)},
+    openapi_extra={"parameters": [header("Prefer", "count=exact (default), estimated or none")]},
+)
+async def list_units(
+    request: Request,
+    limit: str | None = Query(None, description="1..100, default 20"),
+    page: str | None = Query(None, description=">= 1, default 1"),
+    sortBy: str | None = Query(None, description="comma list: " + ", ".join(SORTABLE)),
+    order: str | None = Query(None, description="asc or desc (default), or one per sortBy"),
+    fields: str | None = Query(None, description="comma list of fields to return; id always"),
+    p: str | None = Query(None, description="filter (RSQL), e.g. city==Cairo;price=ge=1000000"),
+    q: str | None = Query(None, description="search text"),
+) -> Response:
+    await authorize(request, UNITS_READ)
+    context = app_context(request)
+    params = parse_list_params(request)
+    page_body = await browse.list_units(context.db, params, request.url)
+    return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 
 
 @router.post(

@@ -244,3 +244,25 @@ class HistoryEntry(BaseModel):
 class HistoryPage(BaseModel):
     data: list[HistoryEntry]
     nextCursor: str | None
+
+
+class PageMeta(BaseModel):
+    page: int
+    limit: int
+    total: int | None
+    totalPages: int | None
+    count: Literal["exact", "estimated", "none"]
+
+
+class PageLinks(BaseModel):
+    self: str
+    first: str
+    prev: str | None
+    next: str | None
+    last: str | None
+
+
+class UnitPage(BaseModel):
+    data: list[dict[str, Any]] = Field(description="Units, or the projected fields of each.")
+    meta: PageMeta
+    links: PageLinks

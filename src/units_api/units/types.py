@@ -78,6 +78,12 @@ def _non_blank(value: str) -> str:
     return value
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain the NUL character")
+    return value
+
+
 def _none_as_empty(value: Any) -> Any:
     return [] if value is None else value
 
@@ -97,18 +103,26 @@ Whole = Annotated[
     PlainValidator(_whole),
     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
+NoNul = AfterValidator(_no_nul)
 Name = Annotated[
-    str, StringConstraints(min_length=1, max_length=NAME_MAX), AfterValidator(_non_blank)
+    str,
+    StringConstraints(min_length=1, max_length=NAME_MAX),
+    AfterValidator(_non_blank),
+    NoNul,
 ]
 Label = Annotated[
-    str, StringConstraints(min_length=1, max_length=TEXT_MAX), AfterValidator(_non_blank)
+    str,
+    StringConstraints(min_length=1, max_length=TEXT_MAX),
+    AfterValidator(_non_blank),
+    NoNul,
 ]
-Text = Annotated[str, StringConstraints(max_length=TEXT_MAX)]
-LongText = Annotated[str, StringConstraints(max_length=LONG_TEXT_MAX)]
+Text = Annotated[str, StringConstraints(max_length=TEXT_MAX), NoNul]
+LongText = Annotated[str, StringConstraints(max_length=LONG_TEXT_MAX), NoNul]
 Url = Annotated[
     str,
     StringConstraints(max_length=TEXT_MAX),
     AfterValidator(_http_url),
+    NoNul,
     WithJsonSchema(
         {"type": "string", "format": "uri", "maxLength": TEXT_MAX, "pattern": "^https?://"}
     ),

@@ -1,0 +1,66 @@
+"""The unit list (GET /api/v2/units/): a page of records with counts and links."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+from starlette.datastructures import URL
+
+from units_api.db import Database
+from units_api.filters.sql import to_condition
+from units_api.http.json import load_stored
+from units_api.units import repository
+from units_api.units.listing import ListParams
+
+
+def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
+    if fields is None:
+        return orjson.Fragment(doc)
+    record = load_stored(doc)
+    return {name: record.get(name) for name in fields}
+
+
+def _links(url: URL, page: int, last: int | None, has_next: bool) -> dict[str, str | None]:
+    def at(number: int) -> str:
+        return str(url.include_query_params(page=number))
+
+    return {
+        "self": at(page),
+        "first": at(1),
+        "prev": at(page - 1) if page > 1 else None,
+        "next": at(page + 1) if has_next else None,
+        "last": at(last) if last is not None else None,
+    }
+
+
+def link_header(links: dict[str, str | None]) -> str:
+    return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
+
+
+async def list_units(db: Database, params: ListParams, url: URL) -> dict[str, Any]:
+    condition = to_condition(params.filter, db.dialect)
+    offset = (params.page - 1) * params.limit
+    async with db.read() as conn:
+        docs = await repository.list_docs(conn, condition, params.sort, params.limit + 1, offset)
+        mode = params.count
+        total: int | None = None
+        if mode == "estimated" and db.dialect == "postgresql":
+            total = await repository.estimate(conn, condition)
+        elif mode != "none":
+            mode = "exact"
+            total = await repository.count(conn, condition)
+    has_next = len(docs) > params.limit
+    pages = max(1, math.ceil(total / params.limit)) if total is not None else None
+    return {
+        "data": [_project(doc, params.fields) for doc in docs[: params.limit]],
+        "meta": {
+            "page": params.page,
+            "limit": params.limit,
+            "total": total,
+            "totalPages": pages,
+            "count": mode,
+        },
+        "links": _links(url, params.page, pages, has_next),
+    }
