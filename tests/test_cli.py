@@ -68,6 +68,27 @@ def test_keys_create_rejects_bad_input(db_url: str) -> None:
     )
     assert bad_expiry.returncode == 2
     assert run_cli(db_url, "keys", "revoke", "nope").returncode == 2
+    bad_policy = run_cli(
+        db_url, "keys", "create", "--name", "x", "--scope", "units:read", "--policy", "colour==red"
+    )
+    assert bad_policy.returncode == 2 and "policy" in bad_policy.stderr
+
+
+def test_keys_create_with_a_policy(db_url: str) -> None:
+    run_cli(db_url, "migrate")
+    result = run_cli(
+        db_url,
+        "keys",
+        "create",
+        "--name",
+        "site",
+        "--scope",
+        "units:read",
+        "--policy",
+        "status==published",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads("\n".join(result.stdout.splitlines()[1:]))["policy"] == "status==published"
 
 
 def test_seed_is_reproducible(tmp_path: Path) -> None:

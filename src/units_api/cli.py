@@ -19,6 +19,7 @@ from units_api.auth import service as keys_service
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.config import Settings
 from units_api.db import Database, create_engine, utcnow
+from units_api.errors import ValidationFailed
 from units_api.logs import configure_logging
 from units_api.validation import pydantic_errors
 
@@ -128,7 +129,10 @@ def keys_create(
         async with db.transaction() as conn:
             return await keys_service.create_key(conn, spec)
 
-    created = _run(Settings(), work)
+    try:
+        created = _run(Settings(), work)
+    except ValidationFailed as exc:
+        raise _fail("; ".join(f"{e['field']}: {e['message']}" for e in exc.errors)) from None
     typer.echo(created.pop("key"))
     typer.echo(orjson.dumps(created, option=orjson.OPT_INDENT_2).decode())
 

@@ -24,7 +24,7 @@ async def test_document_is_openapi_3_1_with_every_operation(api: Api) -> None:
     document = (await api.client.get("/openapi.json")).json()
     assert document["openapi"].startswith("3.1")
     paths = document["paths"]
-    assert set(paths["/api/v2/units/"]) == {"post"}
+    assert set(paths["/api/v2/units/"]) == {"get", "post"}
     assert set(paths["/api/v2/units/{id}/"]) == {"get", "put", "patch", "delete"}
     assert "/api/v2/units/{id}/history" in paths
     assert set(paths["/api/v2/api-keys"]) == {"get", "post"}

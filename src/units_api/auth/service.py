@@ -17,7 +17,16 @@ from units_api.auth.schemas import ApiKeyCreate, parse_time
 from units_api.auth.scopes import grants
 from units_api.auth.secrets import hash_secret, new_secret, same_hash, visible_prefix
 from units_api.db import Database, format_time, utcnow, uuid7
-from units_api.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
+from units_api.errors import (
+    Forbidden,
+    InvalidParameter,
+    NotFound,
+    Unauthorized,
+    ValidationFailed,
+)
+from units_api.filters.parser import parse_filter
+from units_api.filters.sql import to_condition
+from units_api.filters.tree import Node
 from units_api.http.ratelimit import Rate, parse_rate
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -32,6 +41,7 @@ class Principal:
     rate: Rate | None
     expires_at: datetime | None
     revoked_at: datetime | None
+    policy_tree: Node | None = None
 
     @property
     def actor(self) -> dict[str, Any]:
@@ -40,6 +50,16 @@ class Principal:
     def require(self, scope: str) -> None:
         if not grants(self.scopes, scope):
             raise Forbidden(f"This API key lacks the '{scope}' scope.")
+
+
+def check_policy(policy: str) -> Node:
+    """A policy is a filter; one that does not parse or names unknown fields is a 422."""
+    try:
+        tree = parse_filter(policy, "policy")
+        to_condition(tree, "sqlite", "policy")
+    except InvalidParameter as exc:
+        raise ValidationFailed([("policy", exc.detail.removeprefix("policy: "))]) from None
+    return tree
 
 
 def render_key(row: RowMapping) -> dict[str, Any]:
@@ -60,7 +80,7 @@ def render_key(row: RowMapping) -> dict[str, Any]:
 async def create_key(conn: AsyncConnection, spec: ApiKeyCreate) -> dict[str, Any]:
     """Issue a key; the returned record carries the secret under `key`, the only time."""
     if spec.policy is not None:
-        raise ValidationFailed([("policy", "key policies are not available yet")])
+        check_policy(spec.policy)
     secret = new_secret()
     key_id = uuid7()
     values = {
@@ -105,6 +125,7 @@ def _principal(row: RowMapping) -> Principal:
         rate=parse_rate(row["rate_limit"]) if row["rate_limit"] else None,
         expires_at=row["expires_at"],
         revoked_at=row["revoked_at"],
+        policy_tree=parse_filter(row["policy"], "policy") if row["policy"] else None,
     )
 
 

@@ -6,10 +6,12 @@ import math
 from typing import Any
 
 import orjson
+from sqlalchemy import and_
 from starlette.datastructures import URL
 
 from units_api.db import Database
 from units_api.filters.sql import to_condition
+from units_api.filters.tree import Node
 from units_api.http.json import load_stored
 from units_api.units import repository
 from units_api.units.listing import ListParams
@@ -39,8 +41,12 @@ def link_header(links: dict[str, str | None]) -> str:
     return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
 
 
-async def list_units(db: Database, params: ListParams, url: URL) -> dict[str, Any]:
-    condition = to_condition(params.filter, db.dialect)
+async def list_units(
+    db: Database, params: ListParams, url: URL, policy: Node | None
+) -> dict[str, Any]:
+    condition = and_(
+        to_condition(params.filter, db.dialect), to_condition(policy, db.dialect, "policy")
+    )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
         docs = await repository.list_docs(conn, condition, params.sort, params.limit + 1, offset)

@@ -26,8 +26,12 @@ async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
     await conn.execute(_INSERT_UNIT, values)
 
 
-async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
+async def fetch_doc(
+    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool] | None = None
+) -> tuple[str, int] | None:
     query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
+    if condition is not None:
+        query = query.where(condition)
     row = (await conn.execute(query)).first()
     return None if row is None else (row[0], row[1])
 
@@ -45,18 +49,25 @@ async def fetch_doc_fast(db: Database, unit_id: uuid.UUID) -> tuple[str, int] | 
     return None if row is None else (row[0], row[1])
 
 
-async def fetch_for_update(conn: AsyncConnection, unit_id: uuid.UUID) -> RowMapping | None:
+async def fetch_for_update(
+    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool] | None = None
+) -> RowMapping | None:
     """The current record, locked until the transaction ends (SQLite holds the write lock)."""
     query = (
         select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
         .where(units.c.id == unit_id)
         .with_for_update()
     )
+    if condition is not None:
+        query = query.where(condition)
     return (await conn.execute(query)).mappings().first()
 
 
-async def exists(conn: AsyncConnection, unit_id: uuid.UUID) -> bool:
-    query = select(units.c.id).where(units.c.id == unit_id)
+async def matches(
+    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool]
+) -> bool:
+    """Whether the unit, as this transaction sees it, satisfies the condition."""
+    query = select(units.c.id).where(units.c.id == unit_id, condition)
     return (await conn.execute(query)).first() is not None
 
 

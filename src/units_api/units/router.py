@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from units_api.auth.deps import authorize
 from units_api.auth.scopes import UNITS_READ, UNITS_WRITE
+from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.cursor import parse_limit
@@ -25,7 +26,7 @@ from units_api.units.service import Vocabularies, Written, parse_unit_id
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
 Update = Callable[
-    [AsyncConnection, uuid.UUID, Any, str | None, dict[str, Any], Vocabularies],
+    [AsyncConnection, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
 ]
 
@@ -68,10 +69,10 @@ async def list_units(
     p: str | None = Query(None, description="filter (RSQL), e.g. city==Cairo;price=ge=1000000"),
     q: str | None = Query(None, description="search text"),
 ) -> Response:
-    await authorize(request, UNITS_READ)
+    principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     params = parse_list_params(request)
-    page_body = await browse.list_units(context.db, params, request.url)
+    page_body = await browse.list_units(context.db, params, request.url, principal.policy_tree)
     return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 
 
@@ -93,9 +94,7 @@ async def create_unit(
     body = await read_json(request, context.settings.max_body_bytes)
 
     async def operation(conn: Any) -> Response:
-        written = await service.create(
-            conn, body.value, principal.actor, context.settings.vocabularies
-        )
+        written = await service.create(conn, body.value, principal, context.settings.vocabularies)
         return _unit_response(written, 201)
 
     return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
@@ -115,10 +114,10 @@ async def get_unit(
     id: str,
     request: Request,
 ) -> Response:
-    await authorize(request, UNITS_READ)
+    principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     unit_id = parse_unit_id(id)
-    body, version = await service.get(context.db, unit_id)
+    body, version = await service.get(context.db, unit_id, principal)
     if matches(request.headers.get("if-none-match"), version):
         return Response(status_code=304, headers={"ETag": etag(version)})
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
@@ -137,7 +136,7 @@ async def _update(
             unit_id,
             body.value,
             request.headers.get("if-match"),
-            principal.actor,
+            principal,
             context.settings.vocabularies,
         )
     return _unit_response(written)
@@ -188,7 +187,7 @@ async def delete_unit(
     context = app_context(request)
     unit_id = parse_unit_id(id)
     async with context.db.transaction() as conn:
-        await service.delete(conn, unit_id, request.headers.get("if-match"), principal.actor)
+        await service.delete(conn, unit_id, request.headers.get("if-match"), principal)
     return Response(status_code=204)
 
 
@@ -204,10 +203,10 @@ async def unit_history(
     limit: str | None = Query(None, description="1..200, default 50"),
     cursor: str | None = Query(None, description="nextCursor of the previous page"),
 ) -> Response:
-    await authorize(request, UNITS_READ)
+    principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     unit_id = parse_unit_id(id)
     size = parse_limit(limit, default=50, maximum=200)
     async with context.db.read() as conn:
-        page = await service.history(conn, unit_id, size, cursor)
+        page = await service.history(conn, unit_id, size, cursor, principal)
     return JSONResponse(page)

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.auth.service import Principal
 from units_api.db import Database, format_time, utcnow, uuid7
-from units_api.errors import InvalidParameter, NotFound, ValidationFailed
+from units_api.errors import Forbidden, InvalidParameter, NotFound, ValidationFailed
 from units_api.events.recorder import record_event
+from units_api.filters.sql import to_condition
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.http.json import dumps
@@ -67,6 +70,19 @@ def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
         raise ValidationFailed([("id", "must match the unit id in the path")])
 
 
+def _policy(conn: AsyncConnection, who: Principal) -> ColumnElement[bool] | None:
+    if who.policy_tree is None:
+        return None
+    return to_condition(who.policy_tree, conn.dialect.name, "policy")
+
+
+async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who: Principal) -> None:
+    """A write may not leave the caller's policy: checked by the database, in the transaction."""
+    policy = _policy(conn, who)
+    if policy is not None and not await repository.matches(conn, unit_id, policy):
+        raise Forbidden("The result would fall outside this API key's policy.")
+
+
 async def _log_change(
     conn: AsyncConnection,
     record: UnitRecord,
@@ -93,7 +109,7 @@ async def _log_change(
 
 
 async def create(
-    conn: AsyncConnection, body: Any, actor: dict[str, Any], vocabularies: Vocabularies
+    conn: AsyncConnection, body: Any, who: Principal, vocabularies: Vocabularies
 ) -> Written:
     fields = validate_unit(body, vocabularies)
     now = utcnow()
@@ -108,22 +124,35 @@ async def create(
     )
     columns = record.columns()
     await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
+    await _require_within_policy(conn, record.id, who)
     document = orjson.Fragment(columns["doc"])
     await _log_change(
-        conn, record, "create", creation_changes(fields), actor, "unit.created", {"unit": document}
+        conn,
+        record,
+        "create",
+        creation_changes(fields),
+        who.actor,
+        "unit.created",
+        {"unit": document},
     )
     return Written(record.id, record.version, columns["doc"].encode())
 
 
-async def get(db: Database, unit_id: uuid.UUID) -> tuple[bytes, int]:
-    row = await repository.fetch_doc_fast(db, unit_id)
+async def get(db: Database, unit_id: uuid.UUID, who: Principal) -> tuple[bytes, int]:
+    if who.policy_tree is None:
+        row = await repository.fetch_doc_fast(db, unit_id)
+    else:
+        async with db.read() as conn:
+            row = await repository.fetch_doc(conn, unit_id, _policy(conn, who))
     if row is None:
         raise _not_found(unit_id)
     return row[0].encode(), row[1]
 
 
-async def _locked(conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None) -> UnitRecord:
-    row = await repository.fetch_for_update(conn, unit_id)
+async def _locked(
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Principal
+) -> UnitRecord:
+    row = await repository.fetch_for_update(conn, unit_id, _policy(conn, who))
     if row is None:
         raise _not_found(unit_id)
     check_if_match(if_match, row["version"])
@@ -135,7 +164,7 @@ async def _apply(
     record: UnitRecord,
     fields: dict[str, Any],
     action: str,
-    actor: dict[str, Any],
+    who: Principal,
 ) -> Written:
     changes = diff(record.fields, fields)
     if not changes:
@@ -145,8 +174,9 @@ async def _apply(
     record.updated_at = utcnow()
     columns = record.columns()
     await repository.update_row(conn, record.id, columns)
+    await _require_within_policy(conn, record.id, who)
     data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
-    await _log_change(conn, record, action, changes, actor, "unit.updated", data)
+    await _log_change(conn, record, action, changes, who.actor, "unit.updated", data)
     return Written(record.id, record.version, columns["doc"].encode())
 
 
@@ -155,13 +185,13 @@ async def replace(
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
-    actor: dict[str, Any],
+    who: Principal,
     vocabularies: Vocabularies,
 ) -> Written:
     if isinstance(body, dict):
         _check_body_id(body, unit_id)
-    record = await _locked(conn, unit_id, if_match)
-    return await _apply(conn, record, validate_unit(body, vocabularies), "replace", actor)
+    record = await _locked(conn, unit_id, if_match, who)
+    return await _apply(conn, record, validate_unit(body, vocabularies), "replace", who)
 
 
 async def patch(
@@ -169,29 +199,29 @@ async def patch(
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
-    actor: dict[str, Any],
+    who: Principal,
     vocabularies: Vocabularies,
 ) -> Written:
     if not isinstance(body, dict):
         raise ValidationFailed([("", "a merge patch must be a JSON object")])
     check_patch_keys(body)
     _check_body_id(body, unit_id)
-    record = await _locked(conn, unit_id, if_match)
+    record = await _locked(conn, unit_id, if_match, who)
     editable = {key: value for key, value in body.items() if key in EDITABLE_FIELDS}
     merged = merge_patch(record.fields, editable)
-    return await _apply(conn, record, validate_unit(merged, vocabularies), "patch", actor)
+    return await _apply(conn, record, validate_unit(merged, vocabularies), "patch", who)
 
 
 async def delete(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, actor: dict[str, Any]
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Principal
 ) -> None:
-    record = await _locked(conn, unit_id, if_match)
+    record = await _locked(conn, unit_id, if_match, who)
     last = record.render()
     await repository.delete_row(conn, unit_id)
     record.version += 1
     record.updated_at = utcnow()
     await _log_change(
-        conn, record, "delete", {}, actor, "unit.deleted", {"unit": orjson.Fragment(last)}
+        conn, record, "delete", {}, who.actor, "unit.deleted", {"unit": orjson.Fragment(last)}
     )
 
 
@@ -206,8 +236,11 @@ def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 async def history(
-    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None
+    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Principal
 ) -> dict[str, Any]:
+    policy = _policy(conn, who)
+    if policy is not None and not await repository.matches(conn, unit_id, policy):
+        raise _not_found(unit_id)  # a key bound by a policy cannot judge a deleted unit
     before = None
     if cursor is not None:
         (before,) = decode_cursor(cursor, 1)
