@@ -23,6 +23,7 @@ from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
 from units_api.config import Settings
 from units_api.context import AppContext
+from units_api.http.json import dumps
 from units_api.migrate import upgrade
 
 PG_URL = os.environ.get("UNITS_API_TEST_DATABASE_URL")
@@ -121,7 +122,12 @@ class Api:
         )
 
     async def create_unit(self, **fields: Any) -> dict[str, Any]:
-        response = await self.request("POST", "/api/v2/units/", json=unit_body(**fields))
+        response = await self.request(
+            "POST",
+            "/api/v2/units/",
+            content=dumps(unit_body(**fields)),
+            headers={"content-type": "application/json"},
+        )
         assert response.status_code == 201, response.text
         created: dict[str, Any] = response.json()
         return created

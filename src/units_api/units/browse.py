@@ -13,6 +13,7 @@ from units_api.db import Database
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
+from units_api.search.index import search_condition
 from units_api.units import repository
 from units_api.units.listing import ListParams
 
@@ -45,7 +46,9 @@ async def list_units(
     db: Database, params: ListParams, url: URL, policy: Node | None
 ) -> dict[str, Any]:
     condition = and_(
-        to_condition(params.filter, db.dialect), to_condition(policy, db.dialect, "policy")
+        to_condition(params.filter, db.dialect),
+        to_condition(policy, db.dialect, "policy"),
+        search_condition(params.q, db.dialect),
     )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:

@@ -15,6 +15,7 @@ from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
 MAX_DEPTH = 10_000
+MAX_QUERY_LENGTH = 500
 SORTABLE = {
     "createdAt": "created_at",
     "updatedAt": "updated_at",
@@ -110,14 +111,14 @@ def parse_list_params(request: Request) -> ListParams:
         )
     raw_filter = query.get("p")
     q = query.get("q")
-    if q is not None and q.strip():
-        raise InvalidParameter("q", "text search is not available yet; filter with p")
+    if q is not None and len(q) > MAX_QUERY_LENGTH:
+        raise InvalidParameter("q", f"is longer than {MAX_QUERY_LENGTH} characters")
     return ListParams(
         limit=limit,
         page=page,
         sort=_sort(query.get("sortBy"), query.get("order")),
         fields=_fields(query.get("fields")),
         filter=parse_filter(raw_filter, "p") if raw_filter is not None else None,
-        q=None,
+        q=q,
         count=_count_mode(request.headers.get("prefer")),
     )

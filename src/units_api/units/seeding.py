@@ -12,6 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.db import Database, utcnow, uuid7
 from units_api.events.tables import events
 from units_api.http.json import dumps
+from units_api.search import index as search_index
+from units_api.search.normalize import record_tokens
 from units_api.units.record import (
     UnitRecord,
     actor_text,
@@ -260,6 +262,8 @@ async def _insert_batch(conn: AsyncConnection, bodies: list[dict[str, Any]]) -> 
             }
         )
     await conn.execute(units.insert(), unit_rows)
+    for row, body in zip(unit_rows, bodies, strict=True):
+        await search_index.write(conn, row["id"], record_tokens(body))
     await conn.execute(unit_history.insert(), history_rows)
     await conn.execute(events.insert(), event_rows)
 

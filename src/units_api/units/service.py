@@ -24,6 +24,8 @@ from units_api.filters.sql import to_condition
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.http.json import dumps
+from units_api.search import index as search_index
+from units_api.search.normalize import record_tokens
 from units_api.units import repository
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
@@ -124,6 +126,7 @@ async def create(
     )
     columns = record.columns()
     await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
+    await search_index.write(conn, record.id, record_tokens(fields))
     await _require_within_policy(conn, record.id, who)
     document = orjson.Fragment(columns["doc"])
     await _log_change(
@@ -174,6 +177,7 @@ async def _apply(
     record.updated_at = utcnow()
     columns = record.columns()
     await repository.update_row(conn, record.id, columns)
+    await search_index.write(conn, record.id, record_tokens(fields))
     await _require_within_policy(conn, record.id, who)
     data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
     await _log_change(conn, record, action, changes, who.actor, "unit.updated", data)
@@ -217,6 +221,7 @@ async def delete(
 ) -> None:
     record = await _locked(conn, unit_id, if_match, who)
     last = record.render()
+    await search_index.remove(conn, unit_id)
     await repository.delete_row(conn, unit_id)
     record.version += 1
     record.updated_at = utcnow()

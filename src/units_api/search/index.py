@@ -1,0 +1,62 @@
+"""The search index, per dialect: SQLite FTS5, PostgreSQL tsvector with GIN.
+
+Both hold the same normalised words of each unit and match every query word as a word or a
+word prefix, so they give the same answers. Writes happen in the unit's own transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import ColumnElement, bindparam, text, true
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.search.normalize import query_tokens
+from units_api.units.tables import units
+
+# SQLite: the FTS rowid is taken from the unit id's random bits, so a unit's row is found
+# without a lookup; the `ascii` tokenizer keeps our already-normalised words whole.
+_SQLITE_DELETE = text("DELETE FROM unit_search WHERE rowid = :rowid")
+_SQLITE_INSERT = text("INSERT INTO unit_search (rowid, unit_id, body) VALUES (:rowid, :id, :body)")
+_PG_UPSERT = text(
+    "INSERT INTO unit_search (unit_id, vector) VALUES (:id, array_to_tsvector(:words)) "
+    "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector"
+).bindparams(bindparam("words", type_=None))
+_PG_DELETE = text("DELETE FROM unit_search WHERE unit_id = :id")
+
+
+def fts_rowid(unit_id: uuid.UUID) -> int:
+    return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
+
+
+async def write(conn: AsyncConnection, unit_id: uuid.UUID, words: list[str]) -> None:
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_PG_UPSERT, {"id": unit_id, "words": words})
+        return
+    rowid = fts_rowid(unit_id)
+    await conn.execute(_SQLITE_DELETE, {"rowid": rowid})
+    await conn.execute(_SQLITE_INSERT, {"rowid": rowid, "id": unit_id.hex, "body": " ".join(words)})
+
+
+async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_PG_DELETE, {"id": unit_id})
+    else:
+        await conn.execute(_SQLITE_DELETE, {"rowid": fts_rowid(unit_id)})
+
+
+def search_condition(q: str | None, dialect: str) -> ColumnElement[bool]:
+    """The condition for a search text; one with no words matches every unit."""
+    words = query_tokens(q or "")
+    return match(words, dialect) if words else true()
+
+
+def match(words: list[str], dialect: str) -> ColumnElement[bool]:
+    """Units whose text has every word, each as a word or a word prefix."""
+    if dialect == "postgresql":
+        query = " & ".join("'" + word.replace("'", "''") + "':*" for word in words)
+        found = text("SELECT unit_id FROM unit_search WHERE vector @@ CAST(:q AS tsquery)")
+        return units.c.id.in_(found.bindparams(q=query).columns(units.c.id))
+    query = " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+    found = text("SELECT unit_id FROM unit_search WHERE unit_search MATCH :q")
+    return units.c.id.in_(found.bindparams(q=query).columns(units.c.id))

@@ -1,0 +1,63 @@
+"""Text normalisation for search, the same when text is indexed and when a query is read.
+
+Case- and accent-insensitive; Arabic is normalised: tashkeel (U+064B..U+0652, U+0670) and
+tatweel removed, أ إ آ ٱ -> ا, ى -> ي, ة -> ه, ؤ -> و, ئ -> ي, Arabic-Indic and Persian
+digits -> 0-9.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_TRANSLATE = str.maketrans(
+    {
+        "\u0671": "\u0627",  # ٱ alef wasla -> ا
+        "\u0649": "\u064a",  # ى alef maksura -> ي
+        "\u0629": "\u0647",  # ة teh marbuta -> ه
+        "\u0640": None,  # tatweel
+        **{chr(0x0660 + d): str(d) for d in range(10)},  # Arabic-Indic digits
+        **{chr(0x06F0 + d): str(d) for d in range(10)},  # Persian digits
+    }
+)
+_WORD = re.compile(r"[^\W_]+")
+# Longer "words" are not searched for; PostgreSQL also caps a lexeme at 2,047 bytes.
+MAX_WORD = 100
+SEARCH_FIELDS = (
+    "name",
+    "unitNameAr",
+    "unitDesc",
+    "unitDescAr",
+    "unitShortDesc",
+    "unitShortDescAr",
+    "city",
+    "location",
+    "type",
+    "subProjectId",
+)
+
+
+def normalize(text: str) -> str:
+    # NFKD splits أ إ آ ؤ ئ into their base letter plus a combining hamza or madda, and Latin
+    # accents into combining marks; every combining mark (tashkeel included) is then dropped.
+    decomposed = unicodedata.normalize("NFKD", text.translate(_TRANSLATE))
+    kept = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", kept).translate(_TRANSLATE).casefold()
+
+
+def tokens(text: str) -> list[str]:
+    return _WORD.findall(normalize(text))
+
+
+def record_tokens(fields: dict[str, object]) -> list[str]:
+    """The distinct words a unit is found by, from its searchable fields."""
+    words: dict[str, None] = {}
+    for name in SEARCH_FIELDS:
+        value = fields.get(name)
+        if isinstance(value, str):
+            words.update(dict.fromkeys(word for word in tokens(value) if len(word) <= MAX_WORD))
+    return list(words)
+
+
+def query_tokens(q: str, limit: int = 16) -> list[str]:
+    return list(dict.fromkeys(tokens(q)))[:limit]

@@ -1,0 +1,103 @@
+"""Search over HTTP on both databases: the contract's Arabic cases, mixed queries, and a
+differential test against a reference that applies the same rules in Python."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import Api
+from units_api.search.normalize import query_tokens, record_tokens
+from units_api.units.seeding import fake_unit
+
+
+async def search(api: Api, scope: str, q: str) -> set[str]:
+    response = await api.request(
+        "GET", "/api/v2/units/", params={"p": f"subProjectId=={scope}", "q": q, "limit": "100"}
+    )
+    assert response.status_code == 200, response.text
+    return {unit["id"] for unit in response.json()["data"]}
+
+
+async def test_arabic_and_english_queries(api: Api) -> None:
+    scope = f"s-{uuid.uuid4().hex[:8]}"
+    flat = await api.create_unit(
+        name="Sunny Apartment", unitNameAr="شقّة مشمسة", city="Cairo", subProjectId=scope
+    )
+    city = await api.create_unit(
+        name="Garden Villa", unitDescAr="فيلا في مدينتي الجديدة", subProjectId=scope
+    )
+    cafe = await api.create_unit(name="Café ÉLAN", type="retail", subProjectId=scope)
+    assert await search(api, scope, "شقة") == {flat["id"]}
+    assert await search(api, scope, "شقّة") == {flat["id"]}
+    assert await search(api, scope, "مدينتى") == {city["id"]}
+    assert await search(api, scope, "cafe elan") == {cafe["id"]}
+    assert await search(api, scope, "sun شق") == {flat["id"]}  # mixed, prefixes
+    assert await search(api, scope, "sunny garden") == set()  # every word must match
+    assert await search(api, scope, "APART") == {flat["id"]}
+    assert await search(api, scope, "  ,. ") == {flat["id"], city["id"], cafe["id"]}
+
+
+async def test_search_follows_updates_and_deletes(api: Api) -> None:
+    scope = f"s-{uuid.uuid4().hex[:8]}"
+    unit = await api.create_unit(name="Old Name", subProjectId=scope)
+    path = f"/api/v2/units/{unit['id']}"
+    await api.request("PATCH", path, json={"name": "Brand New"})
+    assert await search(api, scope, "old") == set()
+    assert await search(api, scope, "brand") == {unit["id"]}
+    await api.request("DELETE", path)
+    assert await search(api, scope, "brand") == set()
+
+
+async def test_search_text_has_a_length_limit(api: Api) -> None:
+    response = await api.request("GET", "/api/v2/units/", params={"q": "a" * 501})
+    assert response.status_code == 400 and response.json()["parameter"] == "q"
+
+
+def reference(records: list[dict[str, Any]], q: str) -> set[str]:
+    words = query_tokens(q)
+    found = set()
+    for record in records:
+        have = record_tokens(record)
+        if all(any(token.startswith(word) for token in have) for word in words):
+            found.add(record["id"])
+    return found
+
+
+@pytest.mark.parametrize("seed", [5])
+async def test_search_agrees_with_the_reference(api: Api, seed: int) -> None:
+    scope = f"s-{uuid.uuid4().hex[:8]}"
+    rng = random.Random(seed)
+    records = [
+        await api.create_unit(**{**fake_unit(rng), "subProjectId": scope}) for _ in range(30)
+    ]
+    vocabulary = sorted({token for record in records for token in record_tokens(record)})
+    queries: list[str] = []
+
+    @settings(
+        max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
+    @given(
+        st.lists(
+            st.sampled_from(vocabulary).flatmap(
+                lambda word: st.sampled_from([word, word[: max(1, len(word) // 2)], word.upper()])
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    def collect(words: list[str]) -> None:
+        queries.append(" ".join(words))
+
+    collect()
+    discriminating = 0
+    for q in queries:
+        expected = reference(records, q)
+        assert await search(api, scope, q) == expected, q
+        discriminating += 0 < len(expected) < len(records)
+    assert discriminating > len(queries) // 4

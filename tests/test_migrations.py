@@ -1,0 +1,65 @@
+"""Migrations on both databases: up, data carried forward (the search backfill), down, up."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import func, select
+
+from tests.conftest import PG_URL, _admin_sql, _asyncpg_dsn, need_service
+from units_api.db import Database, create_engine, utcnow, uuid7
+from units_api.migrate import alembic_config, head_revision
+from units_api.search.index import search_condition
+from units_api.units.record import UnitRecord, new_availability, new_publishing
+from units_api.units.tables import units
+from units_api.units.validation import validate_unit
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/migrations.db"
+        return
+    need_service(PG_URL, "database")
+    assert PG_URL
+    name = f"units_mig_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
+    yield _asyncpg_dsn(PG_URL, name)
+    asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def insert_old_unit(url: str) -> None:
+    db = Database(create_engine(url, 1))
+    fields = validate_unit({"name": "Old Villa", "type": "villa", "unitNameAr": "فيلا قديمة"})
+    now = utcnow()
+    record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
+    async with db.transaction() as conn:
+        await conn.execute(units.insert(), {"id": record.id, "created_at": now, **record.columns()})
+    await db.dispose()
+
+
+async def count_found(url: str, q: str) -> int:
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        query = select(func.count()).select_from(units).where(search_condition(q, db.dialect))
+        found = int((await conn.execute(query)).scalar_one())
+    await db.dispose()
+    return found
+
+
+def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_database: str) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0001")
+    asyncio.run(insert_old_unit(empty_database))
+    command.upgrade(config, "head")
+    assert asyncio.run(count_found(empty_database, "قديمه")) == 1
+    assert asyncio.run(count_found(empty_database, "old vil")) == 1
+    command.downgrade(config, "base")
+    command.upgrade(config, "head")
+    assert asyncio.run(count_found(empty_database, "villa")) == 0
+    assert head_revision() == "0002"
