@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 from units_api.errors import ValidationFailed
 
 _MESSAGES = {"missing": "is required", "extra_forbidden": "unknown field"}
-_INTERNAL_LOCS = {"function-after", "function-plain", "function-before"}
+_INTERNAL_LOCS = {"function-after", "function-plain", "function-before", "[key]"}
 M = TypeVar("M", bound=BaseModel)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, bindparam, delete, func, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, delete, func, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -97,13 +97,22 @@ async def history_page(
     return list((await conn.execute(query)).mappings())
 
 
+TEXT_SORT_FIELDS = ("name", "city", "type")
+
+
+def sort_column(field: str, dialect: str) -> Any:
+    """The column a sort key reads; text compares by code point on both dialects."""
+    column: Any = units.c[SORTABLE[field]]
+    if dialect == "postgresql" and field in TEXT_SORT_FIELDS:
+        column = column.collate("C")
+    return column
+
+
 def _order_by(sort: Sequence[SortKey], dialect: str) -> list[Any]:
-    """Null values sort last either way; text sorts by code point on both dialects."""
+    """Null values sort last either way; ties break on id in the last key's direction."""
     clauses: list[Any] = []
     for key in sort:
-        column: Any = units.c[SORTABLE[key.field]]
-        if dialect == "postgresql" and key.field in ("name", "city", "type"):
-            column = column.collate("C")
+        column = sort_column(key.field, dialect)
         clauses.append((column.desc() if key.descending else column.asc()).nulls_last())
     tie = units.c.id.desc() if sort[-1].descending else units.c.id.asc()
     return [*clauses, tie]
@@ -141,3 +150,60 @@ async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int
     plan = result.scalar_one()
     plan = orjson.loads(plan) if isinstance(plan, str | bytes) else plan
     return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def keyset_after(
+    sort: Sequence[SortKey], values: Sequence[Any], last_id: uuid.UUID, dialect: str
+) -> ColumnElement[bool]:
+    """Rows strictly after (values, last_id) in the order `_order_by` gives (nulls last)."""
+    keys = [
+        (sort_column(key.field, dialect), key.descending, value)
+        for key, value in zip(sort, values, strict=True)
+    ]
+    keys.append((units.c.id, sort[-1].descending, last_id))
+    branches: list[ColumnElement[bool]] = []
+    equal: list[ColumnElement[bool]] = []
+    for column, descending, value in keys:
+        if value is not None:
+            beyond = column < value if descending else column > value
+            branches.append(and_(*equal, or_(beyond, column.is_(None))))
+            equal.append(column == value)
+        else:
+            equal.append(column.is_(None))
+    return or_(*branches)
+
+
+async def keyset_page(
+    conn: AsyncConnection,
+    condition: ColumnElement[bool],
+    sort: Sequence[SortKey],
+    limit: int,
+) -> list[RowMapping]:
+    columns = [units.c[SORTABLE[key.field]].label(f"k{i}") for i, key in enumerate(sort)]
+    query = (
+        select(units.c.doc, units.c.id, *columns)
+        .where(condition)
+        .order_by(*_order_by(sort, conn.dialect.name))
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).mappings())
+
+
+async def aggregate(
+    conn: AsyncConnection,
+    condition: ColumnElement[bool],
+    groups: Sequence[tuple[str, str]],
+    measures: Sequence[tuple[str, Any]],
+    limit: int,
+) -> list[RowMapping]:
+    group_columns = [units.c[column].label(name) for name, column in groups]
+    query = (
+        select(*group_columns, *(expr.label(alias) for alias, expr in measures))
+        .where(condition)
+        .limit(limit)
+    )
+    if group_columns:
+        query = query.group_by(*(units.c[column] for _, column in groups)).order_by(
+            *(units.c[column].asc().nulls_last() for _, column in groups)
+        )
+    return list((await conn.execute(query)).mappings())

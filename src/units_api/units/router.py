@@ -22,7 +22,10 @@ from units_api.http.json import JSONResponse
 from units_api.units import browse, service
 from units_api.units.browse import link_header
 from units_api.units.listing import SORTABLE, parse_list_params
+from units_api.units.query import run_query
+from units_api.units.query_schemas import QueryRequest
 from units_api.units.service import Vocabularies, Written, parse_unit_id
+from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
 Update = Callable[
@@ -98,6 +101,27 @@ async def create_unit(
         return _unit_response(written, 201)
 
     return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
+
+
+@router.post(
+    "/query",
+    summary="Query units: filters, search, projection, cursors, aggregates",
+    description="Keyset pagination with no depth limit (follow `nextCursor`); a cursor stays "
+    "valid while units come and go. With `aggregates`, one row per `groupBy` group "
+    "(at most `limit` groups, ordered by the group fields).",
+    responses={
+        **success(200, "QueryResult", "Units and a cursor, or aggregate rows"),
+        **problems(400, 413, 415, 422),
+    },
+    openapi_extra=json_body("QueryRequest"),
+)
+async def query_units(request: Request) -> Response:
+    principal = await authorize(request, UNITS_READ)
+    context = app_context(request)
+    body = await read_json(request, context.settings.max_body_bytes)
+    spec = parse_model(QueryRequest, body.value)
+    result = await run_query(context.db, spec, principal.policy_tree)
+    return JSONResponse(result)
 
 
 @router.get(

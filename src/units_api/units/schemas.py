@@ -266,3 +266,10 @@ class UnitPage(BaseModel):
     data: list[dict[str, Any]] = Field(description="Units, or the projected fields of each.")
     meta: PageMeta
     links: PageLinks
+
+
+class QueryResult(BaseModel):
+    data: list[dict[str, Any]] = Field(
+        description="Units (or their projected fields), or one row per aggregate group."
+    )
+    nextCursor: str | None = Field(default=None, description="Absent for aggregates.")

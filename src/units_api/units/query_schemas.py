@@ -1,0 +1,101 @@
+"""The query endpoint's request body."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from units_api.units.listing import PROJECTABLE, SORTABLE
+
+# Columns a query may group by or aggregate: the unit's typed columns.
+GROUPABLE = {
+    "name": "name",
+    "type": "type",
+    "location": "location",
+    "city": "city",
+    "subProjectId": "sub_project_id",
+    "priceBase": "price_base",
+    "status": "publishing_status",
+    "availability": "availability_status",
+}
+NUMERIC = {
+    "price": "price",
+    "surface": "surface",
+    "guaranty": "guaranty",
+    "startingPrice": "starting_price",
+    "maxPrice": "max_price",
+    "version": "version",
+}
+TIMES = {"createdAt": "created_at", "updatedAt": "updated_at"}
+AGGREGATABLE = {**GROUPABLE, **NUMERIC, **TIMES, "id": "id"}
+
+SortField = Literal[tuple(SORTABLE)]  # type: ignore[valid-type]
+GroupField = Literal[tuple(GROUPABLE)]  # type: ignore[valid-type]
+Alias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+
+
+class SortSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    field: SortField  # type: ignore[valid-type]
+    order: Literal["asc", "desc"] = "asc"
+
+
+class Aggregate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fn: Literal["count", "sum", "avg", "min", "max", "countDistinct"]
+    field: str | None = Field(
+        default=None, description="A column; `count` without one counts units."
+    )
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "filter": "city==Cairo;price=le=5000000",
+                    "q": "villa",
+                    "sort": [{"field": "price", "order": "asc"}],
+                    "fields": ["name", "price"],
+                    "limit": 100,
+                },
+                {
+                    "filter": "status==published",
+                    "groupBy": ["city", "availability"],
+                    "aggregates": {
+                        "n": {"fn": "count"},
+                        "avgPrice": {"fn": "avg", "field": "price"},
+                    },
+                },
+            ]
+        },
+    )
+
+    filter: str | None = Field(default=None, description="RSQL, as the list's `p`.")
+    q: Annotated[str, StringConstraints(max_length=500)] | None = None
+    fields: list[str] | None = Field(default=None, max_length=60)
+    sort: list[SortSpec] = Field(default_factory=list, max_length=5)
+    limit: int = Field(default=100, ge=1, le=1000)
+    cursor: str | None = None
+    groupBy: list[GroupField] = Field(default_factory=list, max_length=5)  # type: ignore[valid-type]
+    aggregates: dict[Alias, Aggregate] = Field(default_factory=dict, max_length=20)
+
+    @field_validator("fields")
+    @classmethod
+    def _known_fields(cls, value: list[str] | None) -> list[str] | None:
+        unknown = [name for name in value or [] if name not in PROJECTABLE]
+        if unknown:
+            raise ValueError(f"unknown field(s): {', '.join(unknown)}")
+        return value
+
+    @field_validator("sort")
+    @classmethod
+    def _distinct_sort(cls, value: list[SortSpec]) -> list[SortSpec]:
+        names = [spec.field for spec in value]
+        if len(set(names)) != len(names):
+            raise ValueError("names a field twice")
+        return value
