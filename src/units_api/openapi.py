@@ -21,6 +21,36 @@ content, prices, payment plans, floor plans and meter readings.
 Every `/api/v2` call needs `Authorization: Bearer <key>`. Errors are
 `application/problem+json` (RFC 9457). Money is kept exactly as sent. Every path answers with
 and without a trailing slash.
+
+## Filters (`p` on the list, `filter` in the query, key policies)
+
+RSQL: `selector operator value`, joined with `;` (AND) and `,` (OR), grouped with parentheses.
+
+| Operator | Meaning |
+|---|---|
+| `==`, `!=` | equal, not equal; on text case-insensitive, `*` is a wildcard (`name==*villa*`) |
+| `=lt=` `=le=` `=gt=` `=ge=` (or `<` `<=` `>` `>=`) | order; numbers as numbers, times as times |
+| `=in=(a,b)`, `=out=(a,b)` | one of, none of |
+| `=null=true`, `=null=false` | unset, set |
+
+Values may be quoted with `'` or `"` (backslash escapes). Selectors: every scalar field
+(`price`, `city`, `unitNameAr`...), `id`, `createdAt`, `updatedAt`, `version`, `status`
+(publishing), `availability`, `channel`; dotted paths into objects (`expense.value`,
+`unitLocation.type`) and into lists, which match when ANY element does (`floorsPlan.rooms=ge=3`,
+`specs.featureTag==pool`, `paymentPlans.downPayment=le=10`, `gallery==*.webp`). `==`, ordering
+and `=in=` are false on an unset value; `!=` and `=out=` are true. Examples:
+`city==Cairo;price=ge=1000000;price=le=5000000`,
+`(type==villa,type==townhouse);floorsPlan.rooms=ge=4`, `createdAt=gt=2026-11-01T00:00:00Z`.
+A syntax error, an unknown selector or a value of the wrong type is a 400 naming the parameter
+and the position.
+
+## Search (`q`)
+
+Every word must occur, as a word or the start of one, in `name`, `unitNameAr`, `unitDesc`,
+`unitDescAr`, `unitShortDesc`, `unitShortDescAr`, `city`, `location`, `type` or
+`subProjectId`. Case- and accent-insensitive; Arabic is normalised on both sides (tashkeel and
+tatweel removed; أ إ آ ٱ → ا; ى → ي; ة → ه; ؤ → و; ئ → ي; Arabic-Indic and Persian digits →
+0-9), so `q=شقة` finds `شقّة` and `مدينتى` finds `مدينتي`.
 """
 # Paths the seed specification spells with a trailing slash.
 SEED_PATHS = {"/api/v2/units": "/api/v2/units/", "/api/v2/units/{id}": "/api/v2/units/{id}/"}
