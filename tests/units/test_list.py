@@ -7,8 +7,10 @@ import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
 
 from tests.conftest import Api
+from units_api.units.tables import units
 
 
 async def make_units(api: Api, prices: list[int | None]) -> tuple[str, list[dict[str, Any]]]:
@@ -136,3 +138,19 @@ async def test_hostile_filters_are_400_never_500(api: Api) -> None:
         assert response.status_code in (200, 400), (hostile, response.text)
     survivors = await api.request("GET", "/api/v2/units/?limit=1")
     assert survivors.status_code == 200
+
+
+async def test_unfiltered_total_is_exact_through_creates_and_deletes(api: Api) -> None:
+    async def total() -> int:
+        response = await api.request("GET", "/api/v2/units/?limit=1")
+        value: int = response.json()["meta"]["total"]
+        return value
+
+    async with api.context.db.read() as conn:
+        counted = (await conn.execute(select(func.count()).select_from(units))).scalar_one()
+    before = await total()
+    assert before == counted
+    unit = await api.create_unit()
+    assert await total() == before + 1
+    await api.request("DELETE", f"/api/v2/units/{unit['id']}")
+    assert await total() == before

@@ -59,7 +59,10 @@ async def list_units(
             total = await repository.estimate(conn, condition)
         elif mode != "none":
             mode = "exact"
-            total = await repository.count(conn, condition)
+            unfiltered = params.filter is None and policy is None and not params.q
+            total = await (
+                repository.count_all(conn) if unfiltered else repository.count(conn, condition)
+            )
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database
 from units_api.units.listing import SORTABLE, SortKey
-from units_api.units.tables import unit_history, units
+from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
 # Statements are built once and run with separate parameters: building them per call
 # (`.values(**row)`) costs more than the round trip.
@@ -98,6 +99,21 @@ async def history_page(
 
 
 TEXT_SORT_FIELDS = ("name", "city", "type")
+NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
+_BUMP_COUNT = (
+    update(unit_counters)
+    .where(unit_counters.c.shard == bindparam("which"))
+    .values(n=unit_counters.c.n + bindparam("delta"))
+)
+
+
+async def bump_count(conn: AsyncConnection, delta: int) -> None:
+    await conn.execute(_BUMP_COUNT, {"which": random.randrange(COUNTER_SHARDS), "delta": delta})
+
+
+async def count_all(conn: AsyncConnection) -> int:
+    """Every unit, from the counters: exact, and O(1) at any size."""
+    return int((await conn.execute(select(func.sum(unit_counters.c.n)))).scalar_one() or 0)
 
 
 def sort_column(field: str, dialect: str) -> Any:
@@ -109,11 +125,15 @@ def sort_column(field: str, dialect: str) -> Any:
 
 
 def _order_by(sort: Sequence[SortKey], dialect: str) -> list[Any]:
-    """Null values sort last either way; ties break on id in the last key's direction."""
+    """Null values sort last either way; ties break on id in the last key's direction.
+
+    NOT NULL columns get no NULLS LAST, which would keep PostgreSQL off their indexes.
+    """
     clauses: list[Any] = []
     for key in sort:
         column = sort_column(key.field, dialect)
-        clauses.append((column.desc() if key.descending else column.asc()).nulls_last())
+        ordered = column.desc() if key.descending else column.asc()
+        clauses.append(ordered if key.field in NOT_NULL_SORT_FIELDS else ordered.nulls_last())
     tie = units.c.id.desc() if sort[-1].descending else units.c.id.asc()
     return [*clauses, tie]
 

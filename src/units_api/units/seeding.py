@@ -14,6 +14,7 @@ from units_api.events.tables import events
 from units_api.http.json import dumps
 from units_api.search import index as search_index
 from units_api.search.normalize import record_tokens
+from units_api.units import repository
 from units_api.units.record import (
     UnitRecord,
     actor_text,
@@ -262,6 +263,7 @@ async def _insert_batch(conn: AsyncConnection, bodies: list[dict[str, Any]]) -> 
             }
         )
     await conn.execute(units.insert(), unit_rows)
+    await repository.bump_count(conn, len(unit_rows))
     for row, body in zip(unit_rows, bodies, strict=True):
         await search_index.write(conn, row["id"], record_tokens(body))
     await conn.execute(unit_history.insert(), history_rows)

@@ -126,6 +126,7 @@ async def create(
     )
     columns = record.columns()
     await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
+    await repository.bump_count(conn, 1)
     await search_index.write(conn, record.id, record_tokens(fields))
     await _require_within_policy(conn, record.id, who)
     document = orjson.Fragment(columns["doc"])
@@ -223,6 +224,7 @@ async def delete(
     last = record.render()
     await search_index.remove(conn, unit_id)
     await repository.delete_row(conn, unit_id)
+    await repository.bump_count(conn, -1)
     record.version += 1
     record.updated_at = utcnow()
     await _log_change(

@@ -6,7 +6,7 @@ indexed lookup and no re-serialisation. The scalar columns mirror the record for
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid
+from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid, func
 
 from units_api.db import Number, UTCDateTime, metadata
 
@@ -59,4 +59,20 @@ unit_history = Table(
     Column("action", String(40), nullable=False),
     Column("changes", Text, nullable=False),
     Index("ix_unit_history_unit_id_id", "unit_id", "id"),
+)
+
+# Filters compare text case-insensitively, through lower(); these serve them (the first also
+# serves "in a city, within a price range, sorted by price").
+Index("ix_units_lower_city_price_id", func.lower(units.c.city), units.c.price, units.c.id)
+Index("ix_units_lower_type", func.lower(units.c.type))
+Index("ix_units_lower_sub_project_id", func.lower(units.c.sub_project_id))
+
+COUNTER_SHARDS = 16
+
+# The number of units, spread over shards so concurrent creates rarely wait on one row.
+unit_counters = Table(
+    "unit_counters",
+    metadata,
+    Column("shard", Integer, primary_key=True, autoincrement=False),
+    Column("n", BigInteger, nullable=False),
 )
