@@ -158,12 +158,18 @@ class Database:
         self.dialect = engine.dialect.name
         self.fast_pool: asyncpg.Pool | None = None
 
+    def _asyncpg_dsn(self) -> str:
+        return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def raw_connection(self) -> asyncpg.Connection:
+        """A plain asyncpg connection, for bulk work such as COPY (PostgreSQL only)."""
+        return await asyncpg.connect(self._asyncpg_dsn())
+
     async def open_fast_pool(self, size: int) -> None:
         if self.dialect != "postgresql" or size < 1:
             return
-        url = self.engine.url.set(drivername="postgresql")
         self.fast_pool = await asyncpg.create_pool(
-            url.render_as_string(hide_password=False),
+            self._asyncpg_dsn(),
             min_size=1,
             max_size=size,
             server_settings={"application_name": "units-api"},

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from decimal import Decimal
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow, uuid7
@@ -232,16 +235,37 @@ def fake_units(count: int, seed: int | None) -> Iterator[dict[str, Any]]:
 SEED_ACTOR = {"type": "system", "id": None, "name": "seed"}
 
 
-async def _insert_batch(conn: AsyncConnection, bodies: list[dict[str, Any]]) -> None:
-    unit_rows, history_rows, event_rows = [], [], []
+async def _insert_rows(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    await conn.execute(units.insert(), rows["units"])
+    await repository.bump_count(conn, len(rows["units"]))
+    for entry in rows["words"]:
+        await search_index.write(conn, entry["id"], entry["words"])
+    await conn.execute(unit_history.insert(), rows["history"])
+    await conn.execute(events.insert(), rows["events"])
+
+
+def _changes_text(fields: dict[str, Any]) -> str:
+    return dumps(creation_changes(fields)).decode()
+
+
+_SEARCH_FROM_ARRAYS = (
+    "INSERT INTO unit_search (unit_id, vector) "
+    "SELECT u, array_to_tsvector(string_to_array(w, ' ')) FROM unnest($1::uuid[], $2::text[]) "
+    "AS t(u, w)"
+)
+
+
+def _rows(bodies: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The units, history entries, events and search words of a batch, ready to write."""
+    rows: dict[str, list[dict[str, Any]]] = {"units": [], "history": [], "events": [], "words": []}
     actor = actor_text(SEED_ACTOR)
     for body in bodies:
         fields = validate_unit(body)
         now = utcnow()
         record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
         columns = record.columns()
-        unit_rows.append({"id": record.id, "created_at": now, **columns})
-        history_rows.append(
+        rows["units"].append({"id": record.id, "created_at": now, **columns})
+        rows["history"].append(
             {
                 "unit_id": record.id,
                 "version": 1,
@@ -251,7 +275,7 @@ async def _insert_batch(conn: AsyncConnection, bodies: list[dict[str, Any]]) -> 
                 "changes": _changes_text(fields),
             }
         )
-        event_rows.append(
+        rows["events"].append(
             {
                 "id": uuid7(),
                 "type": "unit.created",
@@ -262,25 +286,61 @@ async def _insert_batch(conn: AsyncConnection, bodies: list[dict[str, Any]]) -> 
                 "data": '{"unit":' + columns["doc"] + "}",
             }
         )
-    await conn.execute(units.insert(), unit_rows)
-    await repository.bump_count(conn, len(unit_rows))
-    for row, body in zip(unit_rows, bodies, strict=True):
-        await search_index.write(conn, row["id"], record_tokens(body))
-    await conn.execute(unit_history.insert(), history_rows)
-    await conn.execute(events.insert(), event_rows)
+        rows["words"].append({"id": record.id, "words": record_tokens(fields)})
+    return rows
 
 
-def _changes_text(fields: dict[str, Any]) -> str:
-    return dumps(creation_changes(fields)).decode()
+def batch_rows(seed: int | None, index: int, size: int) -> dict[str, list[dict[str, Any]]]:
+    """The rows of batch `index`: reproducible from (seed, index), so batches can be made in
+    other processes."""
+    rng = random.Random(None if seed is None else seed * 1_000_003 + index)
+    return _rows([fake_unit(rng) for _ in range(size)])
 
 
-async def seed_units(db: Database, count: int, seed: int | None, batch: int = 500) -> int:
-    """Insert `count` units, each with its history entry and `unit.created` event."""
-    bodies = fake_units(count, seed)
-    done = 0
-    while done < count:
-        chunk = [next(bodies) for _ in range(min(batch, count - done))]
+async def _copy_rows(raw: asyncpg.Connection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """PostgreSQL: binary COPY of a batch, in one transaction."""
+    async with raw.transaction():
+        for table, key in ((units, "units"), (unit_history, "history"), (events, "events")):
+            names = list(rows[key][0])
+            records = [tuple(row[name] for name in names) for row in rows[key]]
+            await raw.copy_records_to_table(table.name, records=records, columns=names)
+        await raw.execute(
+            _SEARCH_FROM_ARRAYS,
+            [w["id"] for w in rows["words"]],
+            [" ".join(w["words"]) for w in rows["words"]],
+        )
+        await raw.execute("UPDATE unit_counters SET n = n + $1 WHERE shard = 0", len(rows["units"]))
+
+
+async def _seed_postgres(db: Database, sizes: list[int], seed: int | None) -> None:
+    """Batches are made in worker processes while the previous ones are copied in."""
+    loop = asyncio.get_running_loop()
+    raw = await db.raw_connection()
+    try:
+        with ProcessPoolExecutor(max_workers=2) as pool:
+            pending = [
+                loop.run_in_executor(pool, batch_rows, seed, i, size)
+                for i, size in enumerate(sizes[:3])
+            ]
+            for i in range(len(sizes)):
+                rows = await pending[i]
+                if i + 3 < len(sizes):
+                    pending.append(
+                        loop.run_in_executor(pool, batch_rows, seed, i + 3, sizes[i + 3])
+                    )
+                await _copy_rows(raw, rows)
+    finally:
+        await raw.close()
+
+
+async def seed_units(db: Database, count: int, seed: int | None, batch: int = 2000) -> int:
+    """Insert `count` units, each with its history entry, search words and `unit.created`
+    event; through COPY on PostgreSQL (a million in minutes)."""
+    sizes = [min(batch, count - start) for start in range(0, count, batch)]
+    if db.dialect == "postgresql":
+        await _seed_postgres(db, sizes, seed)
+        return count
+    for index, size in enumerate(sizes):
         async with db.transaction() as conn:
-            await _insert_batch(conn, chunk)
-        done += len(chunk)
-    return done
+            await _insert_rows(conn, batch_rows(seed, index, size))
+    return count
