@@ -15,20 +15,21 @@ import asyncio
 import json
 import os
 import random
-import re
 import shutil
-import socket
 import statistics
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import asyncpg
-import httpx
+from harness import (
+    DEFAULT_DATABASE,
+    RESULTS,
+    free_port,
+    peak_rss_mb,
+    recreate_database,
+    run_wrk,
+    start_server,
+)
 from sqlalchemy import select
-from sqlalchemy.engine import make_url
 
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
@@ -38,7 +39,6 @@ from units_api.migrate import upgrade
 from units_api.units.seeding import fake_unit, seed_units
 from units_api.units.tables import units
 
-HERE = Path(__file__).parent
 SCENARIOS = {"GET one unit": "get", "POST create": "create", "PATCH one field": "patch"}
 
 
@@ -54,23 +54,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
     parser.add_argument(
         "--database-url",
-        default=os.environ.get(
-            "UNITS_API_BENCH_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/units_bench"
-        ),
+        default=os.environ.get("UNITS_API_BENCH_DATABASE_URL", DEFAULT_DATABASE),
     )
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
     return parser.parse_args()
-
-
-async def recreate_database(url: str) -> None:
-    parsed = make_url(url).set(drivername="postgresql")
-    admin = parsed.set(database="postgres").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
-        await conn.execute(f'CREATE DATABASE "{parsed.database}"')
-    finally:
-        await conn.close()
 
 
 async def prepare(url: str, count: int, reuse: bool) -> tuple[str, list[str], float | None]:
@@ -84,98 +71,13 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, list[str], fl
             await seed_units(db, count - (existing if reuse else 0), seed=1)
             rate = count / (time.perf_counter() - started)
         async with db.transaction() as conn:
-            key = (
-                await create_key(
-                    conn, ApiKeyCreate(name="bench", scopes=["admin"], rateLimit="100000000/minute")
-                )
-            )["key"]
+            spec = ApiKeyCreate(name="bench", scopes=["admin"], rateLimit="100000000/minute")
+            key = (await create_key(conn, spec))["key"]
         async with db.read() as conn:
             ids = [str(row[0]) for row in await conn.execute(select(units.c.id).limit(20_000))]
         return key, ids, rate
     finally:
         await db.dispose()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_server(url: str, port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "UNITS_API_DATABASE_URL": url, "UNITS_API_AUTO_MIGRATE": "false"}
-    command = [
-        sys.executable,
-        "-m",
-        "units_api",
-        "serve",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-    ]
-    process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    process.kill()
-    raise SystemExit(f"server did not start; see {log}")
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident memory of the server and its children (workers)."""
-    pids = [pid] + [
-        int(p)
-        for p in subprocess.run(
-            ["pgrep", "-P", str(pid)], capture_output=True, text=True
-        ).stdout.split()
-    ]
-    total = 0
-    for each in pids:
-        status = Path(f"/proc/{each}/status").read_text()
-        total += int(re.search(r"VmHWM:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
-    return total / 1024
-
-
-def seconds(text: str) -> float:
-    match = re.match(r"([\d.]+)(us|ms|s|m)", text)
-    assert match, text
-    return float(match.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[match.group(2)]
-
-
-def run_wrk(
-    args: argparse.Namespace, port: int, key: str, mode: str, data: Path
-) -> dict[str, float]:
-    command = [
-        "wrk",
-        f"-t{args.threads}",
-        f"-c{args.connections}",
-        f"-d{args.duration}s",
-        "--latency",
-        "-H",
-        f"Authorization: Bearer {key}",
-        "-s",
-        str(HERE / "lua" / "units.lua"),
-        f"http://127.0.0.1:{port}",
-        "--",
-        mode,
-        str(data),
-    ]
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))  # type: ignore[union-attr]
-    p50 = seconds(re.search(r"\s50%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    p99 = seconds(re.search(r"\s99%\s+(\S+)", output).group(1))  # type: ignore[union-attr]
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    return {
-        "rps": rps,
-        "p50_ms": p50 * 1000,
-        "p99_ms": p99 * 1000,
-        "non_2xx": int(errors.group(1)) if errors else 0,
-    }
 
 
 def main() -> None:
@@ -186,7 +88,7 @@ def main() -> None:
         asyncio.run(recreate_database(args.database_url))
     upgrade(args.database_url)
     key, ids, seed_rate = asyncio.run(prepare(args.database_url, args.units, args.reuse))
-    results_dir = HERE / "results"
+    results_dir = RESULTS
     results_dir.mkdir(exist_ok=True)
     ids_file = results_dir / "ids.txt"
     ids_file.write_text("\n".join(ids) + "\n")
@@ -206,7 +108,18 @@ def main() -> None:
     try:
         for name, mode in SCENARIOS.items():
             data = unit_file if mode == "create" else ids_file
-            runs = [run_wrk(args, port, key, mode, data) for _ in range(args.runs)]
+            runs = [
+                run_wrk(
+                    f"http://127.0.0.1:{port}",
+                    key,
+                    connections=args.connections,
+                    duration=args.duration,
+                    threads=args.threads,
+                    script="units.lua",
+                    script_args=(mode, str(data)),
+                )
+                for _ in range(args.runs)
+            ]
             report["scenarios"][name] = {
                 metric: statistics.median(run[metric] for run in runs) for metric in runs[0]
             }

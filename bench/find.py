@@ -1,0 +1,248 @@
+"""Benchmark of finding units at scale: the list, filters, search, cursors, aggregates.
+
+    make bench-find                                   # 1,000,000 units, 3 runs x 10 s
+    .venv/bin/python bench/find.py --units 100000 --runs 1 --reuse
+
+Seeds N units into PostgreSQL (COPY; reports the rate), starts one `units-api serve`, loads
+the list scenarios with wrk at 32 connections, times a deep cursor walk and the aggregate
+with sequential requests, and writes EXPLAIN ANALYZE of each query to bench/results/explain/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+import asyncpg
+import httpx
+from harness import RESULTS, free_port, peak_rss_mb, recreate_database, run_wrk, start_server
+from sqlalchemy import Select, func, select
+from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+
+from units_api.auth.schemas import ApiKeyCreate
+from units_api.auth.service import create_key
+from units_api.db import Database, create_engine
+from units_api.filters.parser import parse_filter
+from units_api.filters.sql import to_condition
+from units_api.migrate import upgrade
+from units_api.search.index import search_condition
+from units_api.units.listing import SortKey
+from units_api.units.repository import _order_by
+from units_api.units.seeding import seed_units
+from units_api.units.tables import units
+
+FILTERED = "city==Cairo;price=ge=2000000;price=le=6000000"
+NESTED = "floorsPlan.rooms=ge=3"
+DIALECT = asyncpg_dialect()
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "default list": {"params": {}},
+    "filtered list": {"params": {"p": FILTERED, "sortBy": "price", "order": "asc"}},
+    "nested filter": {"params": {"p": NESTED}, "prefer": "count=none"},
+    "search English": {"params": {"q": "sea view penthouse"}},
+    "search Arabic": {"params": {"q": "بنتهاوس بإطلالة"}},
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--units", type=int, default=1_000_000)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--walk-pages", type=int, default=100)
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get(
+            "UNITS_API_BENCH_FIND_DATABASE_URL",
+            "postgresql://postgres@127.0.0.1:5432/units_bench_1m",
+        ),
+    )
+    parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    return parser.parse_args()
+
+
+async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]:
+    db = Database(create_engine(url, pool_size=2))
+    seconds = None
+    try:
+        async with db.read() as conn:
+            existing = int(
+                (await conn.execute(select(func.count()).select_from(units))).scalar_one()
+            )
+        if not reuse or existing < count:
+            started = time.perf_counter()
+            await seed_units(db, count - existing, seed=1)
+            seconds = time.perf_counter() - started
+        raw = await db.raw_connection()
+        await raw.execute("VACUUM ANALYZE")
+        await raw.close()
+        async with db.transaction() as conn:
+            spec = ApiKeyCreate(name="bench", scopes=["admin"], rateLimit="100000000/minute")
+            key: str = (await create_key(conn, spec))["key"]
+        return key, seconds
+    finally:
+        await db.dispose()
+
+
+def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
+    condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
+    condition = condition & search_condition(params.get("q"), "postgresql")
+    if counting:
+        return select(func.count()).select_from(units).where(condition)
+    sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
+    return select(units.c.doc).where(condition).order_by(*_order_by(sort, "postgresql")).limit(21)
+
+
+async def explain(url: str) -> dict[str, float]:
+    """EXPLAIN ANALYZE of each scenario's page and count queries; returns their times (ms)."""
+    out = RESULTS / "explain"
+    out.mkdir(parents=True, exist_ok=True)
+    conn = await asyncpg.connect(url)
+    times = {}
+    try:
+        for name, scenario in SCENARIOS.items():
+            for counting in (False, True):
+                compiled = _statement(scenario["params"], counting).compile(dialect=DIALECT)
+                sql = str(compiled)
+                values = [compiled.params[p] for p in compiled.positiontup or []]
+                plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values)
+                plan = json.loads(plan) if isinstance(plan, str) else plan
+                label = f"{name} ({'count' if counting else 'page'})"
+                times[label] = plan[0]["Execution Time"]
+                rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *values)
+                slug = label.replace(" ", "_").replace("(", "").replace(")", "")
+                lines = "\n".join(row[0] for row in rows)
+                (out / f"{slug}.txt").write_text(f"{sql}\n{values}\n\n{lines}")
+    finally:
+        await conn.close()
+    return times
+
+
+def timed(client: httpx.Client, requests: list[tuple[str, str, Any]]) -> list[float]:
+    latencies = []
+    for method, path, body in requests:
+        started = time.perf_counter()
+        response = client.request(method, path, json=body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, response.text
+    return latencies
+
+
+def cursor_walk(client: httpx.Client, pages: int) -> dict[str, float]:
+    latencies, cursor, seen = [], None, 0
+    for _ in range(pages):
+        body: dict[str, Any] = {"limit": 1000, "fields": ["name", "price"]}
+        if cursor:
+            body["cursor"] = cursor
+        started = time.perf_counter()
+        page = client.post("/api/v2/units/query", json=body).json()
+        latencies.append((time.perf_counter() - started) * 1000)
+        seen += len(page["data"])
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    return {
+        "pages": len(latencies),
+        "units": seen,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": sorted(latencies)[int(len(latencies) * 0.99) - 1],
+        "units_per_s": seen / (sum(latencies) / 1000),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    if not args.reuse:
+        asyncio.run(recreate_database(args.database_url))
+    upgrade(args.database_url)
+    key, seed_seconds = asyncio.run(prepare(args.database_url, args.units, args.reuse))
+    RESULTS.mkdir(exist_ok=True)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(args.database_url, port, args.workers, RESULTS / "find-server.log")
+    report: dict[str, Any] = {
+        "units": args.units,
+        "seed_seconds": seed_seconds,
+        "connections": args.connections,
+        "runs": args.runs,
+        "duration_s": args.duration,
+        "scenarios": {},
+    }
+    try:
+        report["rss_start_mb"] = peak_rss_mb(server.pid)
+        for name, scenario in SCENARIOS.items():
+            url = f"{base}/api/v2/units/?{urlencode(scenario['params'])}"
+            headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
+            runs = [
+                run_wrk(
+                    url, key, connections=args.connections, duration=args.duration, headers=headers
+                )
+                for _ in range(args.runs)
+            ]
+            report["scenarios"][name] = {m: statistics.median(r[m] for r in runs) for m in runs[0]}
+        with httpx.Client(
+            base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        ) as client:
+            report["cursor walk"] = cursor_walk(client, args.walk_pages)
+            body = {
+                "groupBy": ["city"],
+                "aggregates": {"n": {"fn": "count"}, "avgPrice": {"fn": "avg", "field": "price"}},
+            }
+            latencies = timed(client, [("POST", "/api/v2/units/query", body)] * 7)
+            report["aggregate by city ms"] = {
+                "median": statistics.median(latencies),
+                "max": max(latencies),
+            }
+        report["rss_end_mb"] = peak_rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    report["explain_ms"] = asyncio.run(explain(args.database_url.replace("+asyncpg", "")))
+    (RESULTS / "find.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    print_report(report)
+
+
+def print_report(report: dict[str, Any]) -> None:
+    seeded = report["seed_seconds"]
+    print(
+        f"\n{report['units']:,} units in PostgreSQL"
+        + (f"; seeded in {seeded:.0f} s ({report['units'] / seeded:,.0f}/s)" if seeded else "")
+        + f"; {report['connections']} connections; median of {report['runs']} x "
+        f"{report['duration_s']} s"
+    )
+    print(f"{'scenario':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
+    for name, figures in report["scenarios"].items():
+        print(
+            f"{name:<18}{figures['rps']:>10,.0f}{figures['p50_ms']:>10.2f}"
+            f"{figures['p99_ms']:>10.2f}{figures['non_2xx']:>10,.0f}"
+        )
+    walk = report["cursor walk"]
+    print(
+        f"cursor walk: {walk['pages']} pages of 1,000, {walk['units_per_s']:,.0f} units/s, "
+        f"page p50 {walk['p50_ms']:.1f} ms, p99 {walk['p99_ms']:.1f} ms"
+    )
+    aggregate = report["aggregate by city ms"]
+    print(
+        f"aggregate (count, avg price by city): median {aggregate['median']:.0f} ms, "
+        f"max {aggregate['max']:.0f} ms"
+    )
+    print(
+        f"server RSS: {report['rss_start_mb']:.0f} MB at start, "
+        f"{report['rss_end_mb']:.0f} MB peak at the end"
+    )
+    print("EXPLAIN ANALYZE execution times (ms):")
+    for label, ms in sorted(report["explain_ms"].items(), key=lambda item: -item[1]):
+        print(f"  {label:<32}{ms:>10.1f}")
+
+
+if __name__ == "__main__":
+    main()

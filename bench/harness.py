@@ -1,0 +1,123 @@
+"""What the benchmarks share: a fresh database, a real server, wrk, and memory readings."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+from sqlalchemy.engine import make_url
+
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/units_bench"
+
+
+async def recreate_database(url: str) -> None:
+    parsed = make_url(url).set(drivername="postgresql")
+    admin = parsed.set(database="postgres").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{parsed.database}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{parsed.database}"')
+    finally:
+        await conn.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(url: str, port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "UNITS_API_DATABASE_URL": url, "UNITS_API_AUTO_MIGRATE": "false"}
+    command = [
+        sys.executable,
+        "-m",
+        "units_api",
+        "serve",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"server did not start; see {log}")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident memory of the server and its children (workers)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    total = 0
+    for each in [pid, *(int(p) for p in children.stdout.split())]:
+        status = Path(f"/proc/{each}/status").read_text()
+        match = re.search(r"VmHWM:\s+(\d+)", status)
+        total += int(match.group(1)) if match else 0
+    return total / 1024
+
+
+def _seconds(text: str) -> float:
+    match = re.match(r"([\d.]+)(us|ms|s|m)", text)
+    assert match, text
+    return float(match.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[match.group(2)]
+
+
+def run_wrk(
+    url: str,
+    key: str,
+    *,
+    connections: int,
+    duration: int,
+    threads: int = 2,
+    script: str | None = None,
+    script_args: tuple[str, ...] = (),
+    headers: tuple[str, ...] = (),
+) -> dict[str, float]:
+    """One wrk run: requests/s, p50 and p99 in ms, and the count of non-2xx answers."""
+    command = [
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration}s",
+        "--latency",
+        "--timeout",
+        "30s",
+        "-H",
+        f"Authorization: Bearer {key}",
+    ]
+    for header in headers:
+        command += ["-H", header]
+    if script:
+        command += ["-s", str(HERE / "lua" / script)]
+    command.append(url)
+    if script_args:
+        command += ["--", *script_args]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    figures = {}
+    for name, pattern in (
+        ("rps", r"Requests/sec:\s+([\d.]+)"),
+        ("p50_ms", r"\s50%\s+(\S+)"),
+        ("p99_ms", r"\s99%\s+(\S+)"),
+    ):
+        match = re.search(pattern, output)
+        assert match, output
+        raw = match.group(1)
+        figures[name] = float(raw) if name == "rps" else _seconds(raw) * 1000
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    figures["non_2xx"] = int(errors.group(1)) if errors else 0
+    return figures
