@@ -17,6 +17,7 @@ from units_api.units.schemas import (
     UnitFields,
     UnitLocation,
 )
+from units_api.units.tables import FIELD_COLUMNS
 
 Kind = Literal["text", "number", "integer", "boolean", "time", "uuid"]
 
@@ -39,19 +40,7 @@ ARRAYS_OF_OBJECTS: dict[str, type[BaseModel]] = {
     "readings": Reading,
 }
 OBJECTS: dict[str, type[BaseModel]] = {"unitLocation": UnitLocation, "expense": Expense}
-COLUMNS = {
-    "name": "name",
-    "type": "type",
-    "location": "location",
-    "city": "city",
-    "subProjectId": "sub_project_id",
-    "priceBase": "price_base",
-    "price": "price",
-    "surface": "surface",
-    "guaranty": "guaranty",
-    "startingPrice": "starting_price",
-    "maxPrice": "max_price",
-}
+COLUMNS = FIELD_COLUMNS
 SERVER_FIELDS: dict[str, Field] = {
     "id": Field("uuid", column="id"),
     "createdAt": Field("time", column="created_at"),

@@ -7,24 +7,17 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from units_api.units.listing import PROJECTABLE, SORTABLE
+from units_api.units.tables import FIELD_COLUMNS
 
 # Columns a query may group by or aggregate: the unit's typed columns.
+_TEXT = ("name", "type", "location", "city", "subProjectId", "priceBase")
 GROUPABLE = {
-    "name": "name",
-    "type": "type",
-    "location": "location",
-    "city": "city",
-    "subProjectId": "sub_project_id",
-    "priceBase": "price_base",
+    **{field: FIELD_COLUMNS[field] for field in _TEXT},
     "status": "publishing_status",
     "availability": "availability_status",
 }
 NUMERIC = {
-    "price": "price",
-    "surface": "surface",
-    "guaranty": "guaranty",
-    "startingPrice": "starting_price",
-    "maxPrice": "max_price",
+    **{field: column for field, column in FIELD_COLUMNS.items() if field not in _TEXT},
     "version": "version",
 }
 TIMES = {"createdAt": "created_at", "updatedAt": "updated_at"}

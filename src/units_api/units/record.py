@@ -13,20 +13,7 @@ import orjson
 from units_api.db import format_time
 from units_api.http.json import dumps, load_stored
 from units_api.units.schemas import EDITABLE_FIELDS
-
-COLUMN_OF_FIELD = {
-    "name": "name",
-    "type": "type",
-    "location": "location",
-    "city": "city",
-    "subProjectId": "sub_project_id",
-    "priceBase": "price_base",
-    "price": "price",
-    "surface": "surface",
-    "guaranty": "guaranty",
-    "startingPrice": "starting_price",
-    "maxPrice": "max_price",
-}
+from units_api.units.tables import FIELD_COLUMNS
 
 
 def new_publishing() -> dict[str, Any]:
@@ -62,7 +49,7 @@ class UnitRecord:
         return dumps(self.document())
 
     def columns(self) -> dict[str, Any]:
-        values = {column: self.fields.get(field) for field, column in COLUMN_OF_FIELD.items()}
+        values = {column: self.fields.get(field) for field, column in FIELD_COLUMNS.items()}
         values.update(
             version=self.version,
             updated_at=self.updated_at,

@@ -10,6 +10,21 @@ from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, 
 
 from units_api.db import Number, UTCDateTime, metadata
 
+# The record's scalar fields that have a column of their own, and that column.
+FIELD_COLUMNS = {
+    "name": "name",
+    "type": "type",
+    "location": "location",
+    "city": "city",
+    "subProjectId": "sub_project_id",
+    "priceBase": "price_base",
+    "price": "price",
+    "surface": "surface",
+    "guaranty": "guaranty",
+    "startingPrice": "starting_price",
+    "maxPrice": "max_price",
+}
+
 units = Table(
     "units",
     metadata,
