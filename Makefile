@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench clean
+.PHONY: install run test lint format bench bench-single bench-find clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,13 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: $(STAMP)
+bench: bench-single bench-find
+
+bench-single: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-find: $(STAMP)
+	$(BIN)/python bench/find.py $(FIND_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from decimal import Decimal
@@ -313,22 +314,18 @@ async def _copy_rows(raw: asyncpg.Connection, rows: dict[str, list[dict[str, Any
 
 
 async def _seed_postgres(db: Database, sizes: list[int], seed: int | None) -> None:
-    """Batches are made in worker processes while the previous ones are copied in."""
+    """Batches are made in worker processes while the previous ones are copied in; at most
+    three wait in memory at a time."""
     loop = asyncio.get_running_loop()
     raw = await db.raw_connection()
     try:
         with ProcessPoolExecutor(max_workers=2) as pool:
-            pending = [
-                loop.run_in_executor(pool, batch_rows, seed, i, size)
-                for i, size in enumerate(sizes[:3])
-            ]
-            for i in range(len(sizes)):
-                rows = await pending[i]
-                if i + 3 < len(sizes):
-                    pending.append(
-                        loop.run_in_executor(pool, batch_rows, seed, i + 3, sizes[i + 3])
-                    )
-                await _copy_rows(raw, rows)
+            ahead: deque[asyncio.Future[dict[str, list[dict[str, Any]]]]] = deque()
+            for index, size in enumerate(sizes):
+                ahead.append(loop.run_in_executor(pool, batch_rows, seed, index, size))
+                if len(ahead) == 3 or index == len(sizes) - 1:
+                    while len(ahead) >= (3 if index < len(sizes) - 1 else 1):
+                        await _copy_rows(raw, await ahead.popleft())
     finally:
         await raw.close()
 
