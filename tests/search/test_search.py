@@ -101,3 +101,14 @@ async def test_search_agrees_with_the_reference(api: Api, seed: int) -> None:
         assert await search(api, scope, q) == expected, q
         discriminating += 0 < len(expected) < len(records)
     assert discriminating > len(queries) // 4
+
+
+async def test_search_alone_counts_exactly(api: Api) -> None:
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    for index in range(3):
+        await api.create_unit(name=f"{word} home {index}")
+    await api.create_unit(name=f"{word}x elsewhere")
+    response = await api.request("GET", "/api/v2/units/", params={"q": word, "limit": "2"})
+    assert response.json()["meta"]["total"] == 4  # a prefix: zq…x counts too
+    exact = await api.request("GET", "/api/v2/units/", params={"q": f"{word} home"})
+    assert exact.json()["meta"]["total"] == 3

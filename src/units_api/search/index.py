@@ -45,6 +45,26 @@ async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
         await conn.execute(_SQLITE_DELETE, {"rowid": fts_rowid(unit_id)})
 
 
+async def count_matches(conn: AsyncConnection, q: str) -> int:
+    """Units matching a search alone, counted in the index's table without a join."""
+    words = query_tokens(q)
+    if conn.dialect.name == "postgresql":
+        sql = "SELECT count(*) FROM unit_search WHERE vector @@ CAST(:q AS tsquery)"
+        query = _pg_query(words)
+    else:
+        sql = "SELECT count(*) FROM unit_search WHERE unit_search MATCH :q"
+        query = _fts_query(words)
+    return int((await conn.execute(text(sql), {"q": query})).scalar_one())
+
+
+def _pg_query(words: list[str]) -> str:
+    return " & ".join("'" + word.replace("'", "''") + "':*" for word in words)
+
+
+def _fts_query(words: list[str]) -> str:
+    return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+
+
 def search_condition(q: str | None, dialect: str) -> ColumnElement[bool]:
     """The condition for a search text; one with no words matches every unit."""
     words = query_tokens(q or "")
@@ -54,9 +74,7 @@ def search_condition(q: str | None, dialect: str) -> ColumnElement[bool]:
 def match(words: list[str], dialect: str) -> ColumnElement[bool]:
     """Units whose text has every word, each as a word or a word prefix."""
     if dialect == "postgresql":
-        query = " & ".join("'" + word.replace("'", "''") + "':*" for word in words)
         found = text("SELECT unit_id FROM unit_search WHERE vector @@ CAST(:q AS tsquery)")
-        return units.c.id.in_(found.bindparams(q=query).columns(units.c.id))
-    query = " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+        return units.c.id.in_(found.bindparams(q=_pg_query(words)).columns(units.c.id))
     found = text("SELECT unit_id FROM unit_search WHERE unit_search MATCH :q")
-    return units.c.id.in_(found.bindparams(q=query).columns(units.c.id))
+    return units.c.id.in_(found.bindparams(q=_fts_query(words)).columns(units.c.id))

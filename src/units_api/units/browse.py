@@ -6,14 +6,16 @@ import math
 from typing import Any
 
 import orjson
-from sqlalchemy import and_
+from sqlalchemy import ColumnElement, and_
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import URL
 
 from units_api.db import Database
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
-from units_api.search.index import search_condition
+from units_api.search.index import count_matches, search_condition
+from units_api.search.normalize import query_tokens
 from units_api.units import repository
 from units_api.units.listing import ListParams
 
@@ -42,6 +44,17 @@ def link_header(links: dict[str, str | None]) -> str:
     return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
 
 
+async def _exact_total(
+    conn: AsyncConnection, params: ListParams, policy: Node | None, condition: ColumnElement[bool]
+) -> int:
+    """The cheapest exact count: the counters, the search index alone, or the query."""
+    if params.filter is None and policy is None:
+        if not query_tokens(params.q or ""):
+            return await repository.count_all(conn)
+        return await count_matches(conn, params.q or "")
+    return await repository.count(conn, condition)
+
+
 async def list_units(
     db: Database, params: ListParams, url: URL, policy: Node | None
 ) -> dict[str, Any]:
@@ -59,10 +72,7 @@ async def list_units(
             total = await repository.estimate(conn, condition)
         elif mode != "none":
             mode = "exact"
-            unfiltered = params.filter is None and policy is None and not params.q
-            total = await (
-                repository.count_all(conn) if unfiltered else repository.count(conn, condition)
-            )
+            total = await _exact_total(conn, params, policy, condition)
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {

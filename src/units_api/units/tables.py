@@ -78,7 +78,13 @@ unit_history = Table(
 
 # Filters compare text case-insensitively, through lower(); these serve them (the first also
 # serves "in a city, within a price range, sorted by price").
-Index("ix_units_lower_city_price_id", func.lower(units.c.city), units.c.price, units.c.id)
+Index(
+    "ix_units_lower_city_price_id",
+    func.lower(units.c.city),
+    units.c.price,
+    units.c.id,
+    postgresql_include=["city"],
+)
 Index("ix_units_lower_type", func.lower(units.c.type))
 Index("ix_units_lower_sub_project_id", func.lower(units.c.sub_project_id))
 

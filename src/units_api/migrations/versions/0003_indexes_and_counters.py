@@ -19,8 +19,13 @@ SHARDS = 16
 
 
 def upgrade() -> None:
+    # INCLUDE (city): PostgreSQL answers counts from an expression index alone only when the
+    # column under the expression is in it too.
     op.create_index(
-        "ix_units_lower_city_price_id", "units", [sa.text("lower(city)"), "price", "id"]
+        "ix_units_lower_city_price_id",
+        "units",
+        [sa.text("lower(city)"), "price", "id"],
+        postgresql_include=["city"],
     )
     op.create_index("ix_units_lower_type", "units", [sa.text("lower(type)")])
     op.create_index("ix_units_lower_sub_project_id", "units", [sa.text("lower(sub_project_id)")])
