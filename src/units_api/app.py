@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 import re
@@ -34,6 +36,7 @@ from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.ratelimit import create_limiter
+from units_api.jobs.scheduler import run_forever
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.units.router import router as units_router
@@ -130,6 +133,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context = create_context(settings)
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
+        jobs = (
+            asyncio.create_task(run_forever(context.db, settings.jobs_interval_seconds))
+            if settings.run_jobs
+            else None
+        )
         # Long-lived startup objects leave the collector's view; fewer, shorter pauses.
         gc.collect()
         gc.freeze()
@@ -137,6 +145,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            if jobs is not None:
+                jobs.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await jobs
             await context.limiter.close()
             await context.db.dispose()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sys
 from collections.abc import Awaitable, Callable
@@ -93,6 +94,25 @@ def serve(
         access_log=False,
         server_header=False,
     )
+
+
+@app.command()
+def worker() -> None:
+    """Run scheduled work (publications, reservation expiry) outside the server.
+
+    Start servers with UNITS_API_RUN_JOBS=false to leave it to workers; several workers may
+    run against one PostgreSQL.
+    """
+    from units_api.jobs.scheduler import run_forever
+
+    settings = Settings()
+    configure_logging(settings.log_level)
+
+    async def work(db: Database) -> None:
+        await run_forever(db, settings.jobs_interval_seconds)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(settings, work)
 
 
 def _expires_at(expires_in: str | None) -> str | None:

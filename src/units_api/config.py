@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
     bootstrap_admin_key: bool = True
+    run_jobs: bool = True
+    jobs_interval_seconds: float = Field(default=1.0, gt=0)
+    publish_requires: str = "name,type,city,price,image"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""
     vocab_price_base: str = ""
@@ -59,6 +62,11 @@ class Settings(BaseSettings):
             for name, value in raw.items()
             if value.strip()
         }
+
+    @cached_property
+    def readiness(self) -> tuple[str, ...]:
+        """What a unit needs before it may be published or scheduled."""
+        return tuple(name.strip() for name in self.publish_requires.split(",") if name.strip())
 
     @property
     def is_sqlite(self) -> bool:

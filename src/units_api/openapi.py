@@ -12,7 +12,17 @@ from pydantic.json_schema import models_json_schema
 from units_api import __version__
 from units_api.auth.deps import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
-from units_api.units.schemas import HistoryPage, UnitPatch, UnitRead, UnitWrite
+from units_api.units.availability import AvailabilityAction
+from units_api.units.publishing import PublishingAction
+from units_api.units.query_schemas import QueryRequest
+from units_api.units.schemas import (
+    HistoryPage,
+    QueryResult,
+    UnitPage,
+    UnitPatch,
+    UnitRead,
+    UnitWrite,
+)
 
 DESCRIPTION = """\
 Inventory of real-estate units (apartments, villas, offices...) with bilingual English/Arabic
@@ -81,7 +91,12 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     UnitWrite,
     UnitPatch,
     UnitRead,
+    UnitPage,
     HistoryPage,
+    QueryRequest,
+    QueryResult,
+    PublishingAction,
+    AvailabilityAction,
     ApiKeyCreate,
     ApiKeyRead,
     ApiKeyCreated,

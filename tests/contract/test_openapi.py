@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -18,6 +20,12 @@ from schemathesis import checks
 
 from tests.conftest import Api
 from tests.test_cli import free_port
+
+
+async def test_every_reference_resolves(api: Api) -> None:
+    document = (await api.client.get("/openapi.json")).json()
+    referenced = set(re.findall(r"#/components/schemas/([A-Za-z0-9_]+)", json.dumps(document)))
+    assert referenced <= set(document["components"]["schemas"])
 
 
 async def test_document_is_openapi_3_1_with_every_operation(api: Api) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -54,7 +54,10 @@ class UnitRecord:
             version=self.version,
             updated_at=self.updated_at,
             publishing_status=self.publishing["status"],
+            published_at=parse_time(self.publishing["publishedAt"]),
+            scheduled_at=parse_time(self.publishing["scheduledAt"]),
             availability_status=self.availability["status"],
+            reserved_until=parse_time(self.availability["reservedUntil"]),
             doc=self.render().decode(),
         )
         return values
@@ -71,6 +74,13 @@ class UnitRecord:
             publishing=stored["publishing"],
             availability=stored["availability"],
         )
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A time the record shows (RFC 3339, UTC) back to a datetime."""
+    if value is None:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:

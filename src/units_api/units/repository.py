@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, func, or_, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database
+from units_api.db import Database, utcnow
 from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -227,3 +227,18 @@ async def aggregate(
             *(units.c[column].asc().nulls_last() for _, column in groups)
         )
     return list((await conn.execute(query)).mappings())
+
+
+async def due(
+    conn: AsyncConnection, status_column: str, time_column: str, status: str, limit: int
+) -> list[uuid.UUID]:
+    """Units whose scheduled time has come, locked; rows another worker holds are skipped."""
+    time = units.c[time_column]
+    query = (
+        select(units.c.id)
+        .where(units.c[status_column] == status, time <= utcnow())
+        .order_by(time)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return list((await conn.execute(query)).scalars())

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from units_api.auth.deps import authorize
-from units_api.auth.scopes import UNITS_READ, UNITS_WRITE
+from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
@@ -19,7 +19,7 @@ from units_api.http.cursor import parse_limit
 from units_api.http.docs import header, json_body, problems, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
-from units_api.units import browse, service
+from units_api.units import availability, browse, publishing, service
 from units_api.units.browse import link_header
 from units_api.units.listing import SORTABLE, parse_list_params
 from units_api.units.query import run_query
@@ -122,6 +122,62 @@ async def query_units(request: Request) -> Response:
     spec = parse_model(QueryRequest, body.value)
     result = await run_query(context.db, spec, principal.policy_tree)
     return JSONResponse(result)
+
+
+@router.put(
+    "/publishing-actions/{id}",
+    summary="Publish, schedule, unpublish, archive or restore a unit",
+    description="From draft: publish, schedule, archive. Scheduled: publish, schedule (new "
+    "time), unpublish (back to draft), archive. Published: publish (channels updated), "
+    "unpublish, archive. Unpublished: publish, schedule, archive. Archived: restore (to "
+    "draft). Anything else is a 409 listing `allowedActions`. publish and schedule need a "
+    "ready unit (name, type, city, price > 0, an image), else a 422 listing what is missing.",
+    responses={
+        **success(200, "UnitRead", "The unit after the action", ("ETag",)),
+        **problems(400, 404, 409, 412, 413, 415, 422),
+    },
+    openapi_extra={**json_body("PublishingAction"), "parameters": [IF_MATCH]},
+)
+async def publishing_action(id: str, request: Request) -> Response:
+    principal = await authorize(request, UNITS_PUBLISH)
+    context = app_context(request)
+    unit_id = parse_unit_id(id)
+    body = await read_json(request, context.settings.max_body_bytes)
+    async with context.db.transaction() as conn:
+        written = await publishing.act(
+            conn,
+            unit_id,
+            body.value,
+            request.headers.get("if-match"),
+            principal,
+            context.settings.readiness,
+        )
+    return _unit_response(written)
+
+
+@router.put(
+    "/availability-actions/{id}",
+    summary="Reserve, release, sell, block or unblock a unit",
+    description="available -> reserved (reserve, `until` in the future) | sold | blocked; "
+    "reserved -> reserved (reserve again extends the hold) | available (release, or when "
+    "`until` passes) | sold; blocked -> available (unblock); sold is final. Anything else "
+    "is a 409 listing `allowedActions`.",
+    responses={
+        **success(200, "UnitRead", "The unit after the action", ("ETag",)),
+        **problems(400, 404, 409, 412, 413, 415, 422),
+    },
+    openapi_extra={**json_body("AvailabilityAction"), "parameters": [IF_MATCH]},
+)
+async def availability_action(id: str, request: Request) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    unit_id = parse_unit_id(id)
+    body = await read_json(request, context.settings.max_body_bytes)
+    async with context.db.transaction() as conn:
+        written = await availability.act(
+            conn, unit_id, body.value, request.headers.get("if-match"), principal
+        )
+    return _unit_response(written)
 
 
 @router.get(

@@ -10,17 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.auth.service import Principal
 from units_api.db import Database, format_time, utcnow, uuid7
 from units_api.errors import Forbidden, InvalidParameter, NotFound, ValidationFailed
 from units_api.events.recorder import record_event
 from units_api.filters.sql import to_condition
+from units_api.filters.tree import Node
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.http.json import dumps
@@ -40,6 +40,26 @@ from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.validation import check_patch_keys, validate_unit
 
 Vocabularies = Mapping[str, tuple[str, ...]]
+
+
+class Caller(Protocol):
+    """Who acts: an API key's principal, or the service itself (scheduled work)."""
+
+    @property
+    def actor(self) -> dict[str, Any]: ...
+
+    @property
+    def policy_tree(self) -> Node | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SystemCaller:
+    name: str
+    policy_tree: Node | None = None
+
+    @property
+    def actor(self) -> dict[str, Any]:
+        return {"type": "system", "id": None, "name": self.name}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +92,13 @@ def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
         raise ValidationFailed([("id", "must match the unit id in the path")])
 
 
-def _policy(conn: AsyncConnection, who: Principal) -> ColumnElement[bool] | None:
+def _policy(conn: AsyncConnection, who: Caller) -> ColumnElement[bool] | None:
     if who.policy_tree is None:
         return None
     return to_condition(who.policy_tree, conn.dialect.name, "policy")
 
 
-async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who: Principal) -> None:
+async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> None:
     """A write may not leave the caller's policy: checked by the database, in the transaction."""
     policy = _policy(conn, who)
     if policy is not None and not await repository.matches(conn, unit_id, policy):
@@ -111,7 +131,7 @@ async def _log_change(
 
 
 async def create(
-    conn: AsyncConnection, body: Any, who: Principal, vocabularies: Vocabularies
+    conn: AsyncConnection, body: Any, who: Caller, vocabularies: Vocabularies
 ) -> Written:
     fields = validate_unit(body, vocabularies)
     now = utcnow()
@@ -142,7 +162,7 @@ async def create(
     return Written(record.id, record.version, columns["doc"].encode())
 
 
-async def get(db: Database, unit_id: uuid.UUID, who: Principal) -> tuple[bytes, int]:
+async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
     if who.policy_tree is None:
         row = await repository.fetch_doc_fast(db, unit_id)
     else:
@@ -153,9 +173,10 @@ async def get(db: Database, unit_id: uuid.UUID, who: Principal) -> tuple[bytes, 
     return row[0].encode(), row[1]
 
 
-async def _locked(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Principal
+async def locked(
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
 ) -> UnitRecord:
+    """The unit as the caller may see it, locked for the rest of the transaction."""
     row = await repository.fetch_for_update(conn, unit_id, _policy(conn, who))
     if row is None:
         raise _not_found(unit_id)
@@ -168,7 +189,7 @@ async def _apply(
     record: UnitRecord,
     fields: dict[str, Any],
     action: str,
-    who: Principal,
+    who: Caller,
 ) -> Written:
     changes = diff(record.fields, fields)
     if not changes:
@@ -190,12 +211,12 @@ async def replace(
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
-    who: Principal,
+    who: Caller,
     vocabularies: Vocabularies,
 ) -> Written:
     if isinstance(body, dict):
         _check_body_id(body, unit_id)
-    record = await _locked(conn, unit_id, if_match, who)
+    record = await locked(conn, unit_id, if_match, who)
     return await _apply(conn, record, validate_unit(body, vocabularies), "replace", who)
 
 
@@ -204,23 +225,23 @@ async def patch(
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
-    who: Principal,
+    who: Caller,
     vocabularies: Vocabularies,
 ) -> Written:
     if not isinstance(body, dict):
         raise ValidationFailed([("", "a merge patch must be a JSON object")])
     check_patch_keys(body)
     _check_body_id(body, unit_id)
-    record = await _locked(conn, unit_id, if_match, who)
+    record = await locked(conn, unit_id, if_match, who)
     editable = {key: value for key, value in body.items() if key in EDITABLE_FIELDS}
     merged = merge_patch(record.fields, editable)
     return await _apply(conn, record, validate_unit(merged, vocabularies), "patch", who)
 
 
 async def delete(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Principal
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
 ) -> None:
-    record = await _locked(conn, unit_id, if_match, who)
+    record = await locked(conn, unit_id, if_match, who)
     last = record.render()
     await search_index.remove(conn, unit_id)
     await repository.delete_row(conn, unit_id)
@@ -243,7 +264,7 @@ def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 async def history(
-    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Principal
+    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Caller
 ) -> dict[str, Any]:
     policy = _policy(conn, who)
     if policy is not None and not await repository.matches(conn, unit_id, policy):
@@ -262,3 +283,22 @@ async def history(
         "data": [_history_entry(row) for row in rows],
         "nextCursor": encode_cursor(rows[-1]["id"]) if more else None,
     }
+
+
+async def save_state(
+    conn: AsyncConnection,
+    record: UnitRecord,
+    who: Caller,
+    action: str,
+    event_type: str,
+    changes: dict[str, Any],
+) -> Written:
+    """Persist a state machine's move: a new version, history entry and event."""
+    record.version += 1
+    record.updated_at = utcnow()
+    columns = record.columns()
+    await repository.update_row(conn, record.id, columns)
+    await _require_within_policy(conn, record.id, who)
+    data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
+    await _log_change(conn, record, action, changes, who.actor, event_type, data)
+    return Written(record.id, record.version, columns["doc"].encode())

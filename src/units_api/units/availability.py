@@ -1,0 +1,80 @@
+"""Availability: the only writer of a unit's stock status (CONTRACT 7, availability)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import format_time, utcnow
+from units_api.errors import ValidationFailed
+from units_api.units.publishing import future_time
+from units_api.units.record import UnitRecord
+from units_api.units.service import Caller, Written, locked, save_state
+from units_api.units.states import AVAILABILITY, next_state
+from units_api.validation import parse_model
+
+EVENTS = {
+    "reserve": "unit.reserved",
+    "release": "unit.released",
+    "sell": "unit.sold",
+    "block": "unit.blocked",
+    "unblock": "unit.unblocked",
+}
+
+
+class AvailabilityAction(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"action": "reserve", "until": "2026-12-01T18:00:00Z"},
+                {"action": "sell"},
+            ]
+        },
+    )
+
+    action: Literal["reserve", "release", "sell", "block", "unblock"]
+    until: str | None = Field(default=None, description="RFC 3339, in the future; for reserve.")
+
+
+def _moved(record: UnitRecord, action: str, until: datetime | None) -> None:
+    target = next_state(AVAILABILITY, record.availability["status"], action)
+    record.availability = {
+        "status": target,
+        "reservedUntil": format_time(until) if target == "reserved" else None,
+        "changedAt": format_time(utcnow()),
+    }
+
+
+async def act(
+    conn: AsyncConnection, unit_id: uuid.UUID, body: Any, if_match: str | None, who: Caller
+) -> Written:
+    spec = parse_model(AvailabilityAction, body)
+    record = await locked(conn, unit_id, if_match, who)
+    next_state(AVAILABILITY, record.availability["status"], spec.action)  # 409 before any 422
+    if spec.until is not None and spec.action != "reserve":
+        raise ValidationFailed([("until", "applies to the reserve action only")])
+    until = future_time("until", spec.until) if spec.action == "reserve" else None
+    before = dict(record.availability)
+    _moved(record, spec.action, until)
+    changes = {"availability": {"from": before, "to": record.availability}}
+    return await save_state(conn, record, who, spec.action, EVENTS[spec.action], changes)
+
+
+async def release_expired(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
+    """Release a reservation whose hold has passed; False if there is none to release."""
+    record = await locked(conn, unit_id, None, who)
+    until = record.availability["reservedUntil"]
+    if record.availability["status"] != "reserved" or until is None:
+        return False
+    if datetime.fromisoformat(until.replace("Z", "+00:00")) > datetime.now(UTC):
+        return False
+    before = dict(record.availability)
+    _moved(record, "release", None)
+    changes = {"availability": {"from": before, "to": record.availability}}
+    await save_state(conn, record, who, "release", EVENTS["release"], changes)
+    return True

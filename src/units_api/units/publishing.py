@@ -1,0 +1,157 @@
+"""Publishing: the only writer of a unit's publishing status (CONTRACT 7)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import format_time, utcnow
+from units_api.errors import ValidationFailed
+from units_api.units.record import UnitRecord
+from units_api.units.service import Caller, Written, locked, save_state
+from units_api.units.states import PUBLISHING, next_state
+from units_api.validation import parse_model
+
+EVENTS = {
+    "publish": "unit.published",
+    "schedule": "unit.scheduled",
+    "unpublish": "unit.unpublished",
+    "archive": "unit.archived",
+    "restore": "unit.restored",
+}
+DEFAULT_READINESS = ("name", "type", "city", "price", "image")
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value or not value.strip():
+        raise ValueError("must be a non-blank name")
+    return value
+
+
+Channel = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_no_nul)]
+
+
+class PublishingAction(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"action": "publish", "channels": ["website", "app"]},
+                {"action": "schedule", "at": "2026-12-01T08:00:00Z", "channels": ["website"]},
+                {"action": "unpublish"},
+            ]
+        },
+    )
+
+    action: Literal["publish", "unpublish", "schedule", "archive", "restore"]
+    at: str | None = Field(default=None, description="RFC 3339, in the future; for schedule.")
+    channels: list[Channel] | None = Field(
+        default=None, max_length=50, description="Where the unit is published; kept if absent."
+    )
+
+
+def future_time(field: str, value: str | None) -> datetime:
+    """An RFC 3339 time in the future, or a 422 naming the field."""
+    if value is None:
+        raise ValidationFailed([(field, "is required for this action")])
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValidationFailed([(field, "must be an RFC 3339 date-time")]) from None
+    if parsed.tzinfo is None:
+        raise ValidationFailed([(field, "must carry a time zone (e.g. Z)")])
+    if parsed <= datetime.now(UTC):
+        raise ValidationFailed([(field, "must be in the future")])
+    return parsed
+
+
+def missing_for_publishing(fields: dict[str, Any], required: tuple[str, ...]) -> list[str]:
+    """What stops a unit from being published: the readiness rules, configurable."""
+    missing = []
+    for name in required:
+        if name == "image":
+            ready = bool(fields.get("unitImageUrl")) or bool(fields.get("gallery"))
+        elif name == "price":
+            ready = fields.get("price") is not None and fields["price"] > 0
+        else:
+            value = fields.get(name)
+            ready = bool(value.strip()) if isinstance(value, str) else value not in (None, [])
+        if not ready:
+            missing.append(name)
+    return missing
+
+
+def _moved(record: UnitRecord, action: str, spec: PublishingAction, at: datetime | None) -> None:
+    before = record.publishing
+    target = next_state(PUBLISHING, before["status"], action)
+    after = {**before, "status": target}
+    if spec.channels is not None:
+        after["channels"] = list(dict.fromkeys(spec.channels))
+    if action == "publish":
+        after["scheduledAt"] = None
+        if before["status"] != "published":
+            after["publishedAt"] = format_time(utcnow())
+    elif action == "schedule":
+        after["scheduledAt"] = format_time(at)
+    elif action in ("unpublish", "archive"):
+        after["scheduledAt"] = None
+    elif action == "restore":
+        after["publishedAt"] = None
+        after["scheduledAt"] = None
+    record.publishing = after
+
+
+async def _move(
+    conn: AsyncConnection,
+    record: UnitRecord,
+    who: Caller,
+    spec: PublishingAction,
+    readiness: tuple[str, ...],
+) -> Written:
+    next_state(PUBLISHING, record.publishing["status"], spec.action)  # 409 before any 422
+    if spec.at is not None and spec.action != "schedule":
+        raise ValidationFailed([("at", "applies to the schedule action only")])
+    at = future_time("at", spec.at) if spec.action == "schedule" else None
+    if spec.action in ("publish", "schedule"):
+        missing = missing_for_publishing(record.fields, readiness)
+        if missing:
+            raise ValidationFailed(
+                [(name, "is required to publish") for name in missing],
+                detail="The unit is not ready to publish: " + ", ".join(missing) + ".",
+            )
+    before = dict(record.publishing)
+    _moved(record, spec.action, spec, at)
+    changes = {"publishing": {"from": before, "to": record.publishing}}
+    return await save_state(conn, record, who, spec.action, EVENTS[spec.action], changes)
+
+
+async def act(
+    conn: AsyncConnection,
+    unit_id: uuid.UUID,
+    body: Any,
+    if_match: str | None,
+    who: Caller,
+    readiness: tuple[str, ...],
+) -> Written:
+    spec = parse_model(PublishingAction, body)
+    record = await locked(conn, unit_id, if_match, who)
+    return await _move(conn, record, who, spec, readiness)
+
+
+async def publish_due(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
+    """Publish a scheduled unit whose time has come; False if it no longer is one."""
+    record = await locked(conn, unit_id, None, who)
+    scheduled = record.publishing["scheduledAt"]
+    if record.publishing["status"] != "scheduled" or scheduled is None:
+        return False
+    if datetime.fromisoformat(scheduled.replace("Z", "+00:00")) > datetime.now(UTC):
+        return False
+    before = dict(record.publishing)
+    _moved(record, "publish", PublishingAction(action="publish"), None)
+    changes = {"publishing": {"from": before, "to": record.publishing}}
+    await save_state(conn, record, who, "publish", EVENTS["publish"], changes)
+    return True
