@@ -27,6 +27,7 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=20, ge=1)
     db_fast_pool_size: int = Field(default=10, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)
     bootstrap_admin_key: bool = True
     run_jobs: bool = True

@@ -104,6 +104,16 @@ class ValidationFailed(ApiError):
         self.errors = listed
 
 
+class BulkFailed(ApiError):
+    status, code, title = 422, "bulk-failed", "Some items could not be applied; nothing changed"
+
+    def __init__(self, failures: list[dict[str, Any]], total: int | None = None) -> None:
+        count = total if total is not None else len(failures)
+        super().__init__(
+            f"{count} item(s) failed; nothing was changed.", extra={"errors": failures}
+        )
+
+
 class IdempotencyMismatch(ValidationFailed):
     code, title = "idempotency-key-reused", "Idempotency-Key reused with a different body"
 

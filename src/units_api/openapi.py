@@ -13,9 +13,11 @@ from units_api import __version__
 from units_api.auth.deps import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
 from units_api.units.availability import AvailabilityAction
+from units_api.units.bulk import BulkByFilter, BulkItems
 from units_api.units.publishing import PublishingAction
 from units_api.units.query_schemas import QueryRequest
 from units_api.units.schemas import (
+    BulkResult,
     HistoryPage,
     QueryResult,
     UnitPage,
@@ -71,6 +73,15 @@ class FieldError(BaseModel):
     message: str = Field(examples=["must be less than or equal to maxPrice"])
 
 
+class ItemError(BaseModel):
+    """One failed item of a bulk update."""
+
+    index: int
+    id: str | None
+    status: int = Field(examples=[404, 412, 422, 403])
+    errors: list[FieldError]
+
+
 class Problem(BaseModel):
     """RFC 9457 problem details."""
 
@@ -80,7 +91,9 @@ class Problem(BaseModel):
     detail: str
     instance: str
     requestId: str | None
-    errors: list[FieldError] | None = Field(default=None, description="On 422: every violation.")
+    errors: list[FieldError | ItemError] | None = Field(
+        default=None, description="On 422: every violation (per item, for bulk updates)."
+    )
     allowedActions: list[str] | None = Field(default=None, description="On a state conflict.")
     parameter: str | None = Field(default=None, description="On a bad query parameter.")
     currentVersion: int | None = Field(default=None, description="On 412.")
@@ -97,6 +110,9 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     QueryResult,
     PublishingAction,
     AvailabilityAction,
+    BulkItems,
+    BulkByFilter,
+    BulkResult,
     ApiKeyCreate,
     ApiKeyRead,
     ApiKeyCreated,

@@ -36,3 +36,25 @@ async def record_event(
             "data": dumps(data).decode(),
         },
     )
+
+
+async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    """Many events at once; each row has type, unit_id, version, actor (dict) and data."""
+    if not rows:
+        return
+    now = utcnow()
+    await conn.execute(
+        _INSERT_EVENT,
+        [
+            {
+                "id": uuid7(),
+                "type": row["type"],
+                "occurred_at": now,
+                "unit_id": row["unit_id"],
+                "version": row["version"],
+                "actor": orjson.dumps(row["actor"]).decode(),
+                "data": dumps(row["data"]).decode(),
+            }
+            for row in rows
+        ],
+    )

@@ -38,6 +38,19 @@ async def write(conn: AsyncConnection, unit_id: uuid.UUID, words: list[str]) -> 
     await conn.execute(_SQLITE_INSERT, {"rowid": rowid, "id": unit_id.hex, "body": " ".join(words)})
 
 
+async def write_many(conn: AsyncConnection, entries: list[tuple[uuid.UUID, list[str]]]) -> None:
+    if not entries:
+        return
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_PG_UPSERT, [{"id": i, "words": w} for i, w in entries])
+        return
+    await conn.execute(_SQLITE_DELETE, [{"rowid": fts_rowid(i)} for i, _ in entries])
+    await conn.execute(
+        _SQLITE_INSERT,
+        [{"rowid": fts_rowid(i), "id": i.hex, "body": " ".join(w)} for i, w in entries],
+    )
+
+
 async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
     if conn.dialect.name == "postgresql":
         await conn.execute(_PG_DELETE, {"id": unit_id})

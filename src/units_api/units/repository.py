@@ -242,3 +242,41 @@ async def due(
         .with_for_update(skip_locked=True)
     )
     return list((await conn.execute(query)).scalars())
+
+
+async def fetch_many_for_update(
+    conn: AsyncConnection, unit_ids: Sequence[uuid.UUID], condition: ColumnElement[bool] | None
+) -> dict[uuid.UUID, RowMapping]:
+    """The current records of many units, locked, keyed by id (unseen ids are absent)."""
+    query = (
+        select(units.c.id, units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
+        .where(units.c.id.in_(unit_ids))
+        .order_by(units.c.id)
+        .with_for_update()
+    )
+    if condition is not None:
+        query = query.where(condition)
+    return {row["id"]: row for row in (await conn.execute(query)).mappings()}
+
+
+async def matching_ids(
+    conn: AsyncConnection, condition: ColumnElement[bool], limit: int
+) -> list[uuid.UUID]:
+    query = select(units.c.id).where(condition).order_by(units.c.id).limit(limit)
+    return list((await conn.execute(query)).scalars())
+
+
+async def update_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    await conn.execute(_UPDATE_UNIT, rows)
+
+
+async def insert_history_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    await conn.execute(_INSERT_HISTORY, rows)
+
+
+async def outside(
+    conn: AsyncConnection, unit_ids: Sequence[uuid.UUID], condition: ColumnElement[bool]
+) -> set[uuid.UUID]:
+    """Which of these units do not satisfy the condition (as this transaction sees them)."""
+    query = select(units.c.id).where(units.c.id.in_(unit_ids), ~condition)
+    return set((await conn.execute(query)).scalars())

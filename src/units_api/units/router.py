@@ -16,10 +16,10 @@ from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.cursor import parse_limit
-from units_api.http.docs import header, json_body, problems, success
+from units_api.http.docs import header, json_body, problems, ref, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
-from units_api.units import availability, browse, publishing, service
+from units_api.units import availability, browse, bulk, publishing, service
 from units_api.units.browse import link_header
 from units_api.units.listing import SORTABLE, parse_list_params
 from units_api.units.query import run_query
@@ -122,6 +122,40 @@ async def query_units(request: Request) -> Response:
     spec = parse_model(QueryRequest, body.value)
     result = await run_query(context.db, spec, principal.policy_tree)
     return JSONResponse(result)
+
+
+@router.put(
+    "/bulk/update",
+    summary="Update many units",
+    description='Either `{"units": [{"id", "version"?, ...merge patch}], "atomic": '
+    "true}` (1..1000 items; atomic: all or nothing, else each item stands alone and the "
+    'results say how each went), or `{"filter": RSQL, "patch": {...}, "dryRun": '
+    "false}` (one patch for every matching unit, at most 10,000). Each changed unit gets its "
+    "version, history entry (`bulk`) and event, as a single update would.",
+    responses={
+        **success(200, "BulkResult", "Per-item results, or the match counts"),
+        **problems(400, 409, 413, 415, 422),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"oneOf": [ref("BulkItems"), ref("BulkByFilter")]}}
+            },
+        },
+        "parameters": [IDEMPOTENCY_KEY],
+    },
+)
+async def bulk_update(request: Request) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    body = await read_json(request, context.settings.max_bulk_body_bytes)
+
+    async def operation(conn: Any) -> Response:
+        result = await bulk.run(conn, body.value, principal, context.settings.vocabularies)
+        return JSONResponse(result)
+
+    return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
 
 
 @router.put(

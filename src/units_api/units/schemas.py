@@ -273,3 +273,13 @@ class QueryResult(BaseModel):
         description="Units (or their projected fields), or one row per aggregate group."
     )
     nextCursor: str | None = Field(default=None, description="Absent for aggregates.")
+
+
+class BulkResult(BaseModel):
+    results: list[dict[str, Any]] | None = Field(
+        default=None, description="Per item: {id, status, version} or {id, status, error}."
+    )
+    succeeded: int | None = None
+    failed: int | None = None
+    matched: int | None = Field(default=None, description="By filter: units matched.")
+    updated: int | None = Field(default=None, description="By filter: units changed.")
