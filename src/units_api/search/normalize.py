@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
 
 _TRANSLATE = str.maketrans(
     {
@@ -57,6 +58,11 @@ def record_tokens(fields: dict[str, object]) -> list[str]:
         if isinstance(value, str):
             words.update(dict.fromkeys(word for word in tokens(value) if len(word) <= MAX_WORD))
     return list(words)
+
+
+def touches_search(changes: Mapping[str, object]) -> bool:
+    """Whether a change alters what a unit is found by."""
+    return any(name in changes for name in SEARCH_FIELDS)
 
 
 def query_tokens(q: str, limit: int = 16) -> list[str]:

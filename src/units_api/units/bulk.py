@@ -24,7 +24,7 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.http.json import dumps
 from units_api.search import index as search_index
-from units_api.search.normalize import record_tokens
+from units_api.search.normalize import record_tokens, touches_search
 from units_api.units import repository
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import UnitRecord, actor_text, diff
@@ -220,7 +220,8 @@ async def _write(
                 "data": {"unit": orjson.Fragment(columns["doc"]), "changes": changes},
             }
         )
-        words.append((record.id, record_tokens(fields)))
+        if touches_search(changes):
+            words.append((record.id, record_tokens(fields)))
         versions[item.index] = record.version
     if updates:
         await repository.update_many(conn, updates)

@@ -25,7 +25,7 @@ from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.http.json import dumps
 from units_api.search import index as search_index
-from units_api.search.normalize import record_tokens
+from units_api.search.normalize import record_tokens, touches_search
 from units_api.units import repository
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
@@ -199,7 +199,8 @@ async def _apply(
     record.updated_at = utcnow()
     columns = record.columns()
     await repository.update_row(conn, record.id, columns)
-    await search_index.write(conn, record.id, record_tokens(fields))
+    if touches_search(changes):
+        await search_index.write(conn, record.id, record_tokens(fields))
     await _require_within_policy(conn, record.id, who)
     data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
     await _log_change(conn, record, action, changes, who.actor, "unit.updated", data)
