@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy import func, select
 
 from tests.conftest import Api
+from units_api.db import format_time
 from units_api.events.tables import events
+from units_api.units.seeding import seed_units
 from units_api.units.tables import unit_history
 
 
@@ -201,3 +203,20 @@ async def test_bulk_racing_single_patches_loses_nothing(pg_api: Api) -> None:
 async def test_items_without_a_valid_id_are_reported(api: Api) -> None:
     response = await bulk(api, {"atomic": False, "units": [{"price": 1}, {"id": "x", "price": 1}]})
     assert [(r["id"], r["status"]) for r in response.json()["results"]] == [(None, 422), ("x", 422)]
+
+
+async def test_by_filter_refuses_more_than_ten_thousand_units(pg_api: Api) -> None:
+    api = pg_api
+    async with api.context.db.read() as conn:
+        start = (await conn.execute(select(func.now()))).scalar_one()
+    await seed_units(api.context.db, 10_001, seed=8)
+    since = format_time(start)
+    body = {"filter": f"createdAt=ge={since}", "patch": {"guaranty": 1}}
+    refused = await bulk(api, body)
+    assert refused.status_code == 422
+    assert refused.json()["errors"][0]["field"] == "filter"
+    assert (await bulk(api, {**body, "dryRun": True})).status_code == 422
+    fewer = await bulk(
+        api, {"filter": f"createdAt=ge={since};city==Dubai", "patch": body["patch"], "dryRun": True}
+    )
+    assert 0 < fewer.json()["matched"] < 10_000
