@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -138,6 +139,28 @@ class Api:
         assert response.status_code == 201, response.text
         secret: str = response.json()["key"]
         return secret
+
+
+READY_UNIT = {
+    "name": "Ready Villa",
+    "type": "villa",
+    "city": "Cairo",
+    "price": 2500000,
+    "unitImageUrl": "https://cdn.example.com/u/1.jpg",
+}
+
+
+def wait_until_ready(base: str, seconds: float = 30) -> None:
+    """Until a started server answers /readyz."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{base} did not become ready")
 
 
 def unit_body(**fields: Any) -> dict[str, Any]:

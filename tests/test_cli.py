@@ -7,11 +7,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.conftest import wait_until_ready
 
 CLI = [sys.executable, "-m", "units_api"]
 
@@ -124,13 +125,7 @@ def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
         key = process.stdout.readline().strip()
         assert key.startswith("uak_")
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_ready(base)
         headers = {"Authorization": f"Bearer {key}"}
         created = httpx.post(
             f"{base}/api/v2/units/",

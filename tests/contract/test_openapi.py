@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from tests.conftest import Api
+from tests.conftest import Api, wait_until_ready
 from tests.test_cli import free_port
 
 
@@ -83,13 +82,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     process.stdout.readline()
     key = process.stdout.readline().strip()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"{base}/healthz")
-            break
-        except httpx.TransportError:
-            time.sleep(0.2)
+    wait_until_ready(base)
     headers = {"Authorization": f"Bearer {key}"}
     httpx.post(f"{base}/api/v2/units/", headers=headers, json={"name": "a", "type": "b"})
     yield base, key

@@ -16,19 +16,12 @@ from pathlib import Path
 import httpx
 from sqlalchemy import func, select
 
-from tests.conftest import Api, start_api
+from tests.conftest import READY_UNIT, Api, start_api, wait_until_ready
 from tests.test_cli import free_port
 from units_api.config import Settings
 from units_api.events.tables import events
 
 CLI = [sys.executable, "-m", "units_api"]
-READY = {
-    "name": "Ready Villa",
-    "type": "villa",
-    "city": "Cairo",
-    "price": 2500000,
-    "unitImageUrl": "https://cdn.example.com/u/1.jpg",
-}
 
 
 def soon(seconds: float) -> str:
@@ -45,13 +38,7 @@ def server(env: dict[str, str], port: int) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_until_ready(base)
         yield base
     finally:
         process.terminate()
@@ -72,7 +59,7 @@ def test_a_publication_due_while_the_server_was_down_happens_once(tmp_path: Path
     headers = {"Authorization": f"Bearer {created.stdout.splitlines()[0]}"}
     port = free_port()
     with server(env, port) as base:
-        unit = httpx.post(f"{base}/api/v2/units/", json=READY, headers=headers).json()
+        unit = httpx.post(f"{base}/api/v2/units/", json=READY_UNIT, headers=headers).json()
         scheduled = httpx.put(
             f"{base}/api/v2/units/publishing-actions/{unit['id']}",
             json={"action": "schedule", "at": soon(2.5)},
@@ -100,7 +87,7 @@ def test_a_publication_due_while_the_server_was_down_happens_once(tmp_path: Path
 async def test_two_workers_publish_each_due_unit_once(postgres_url: str) -> None:
     settings = Settings(database_url=postgres_url, access_log=False, run_jobs=False)
     async for api in start_api(settings):
-        ids = [(await api.create_unit(**READY))["id"] for _ in range(60)]
+        ids = [(await api.create_unit(**READY_UNIT))["id"] for _ in range(60)]
         at = soon(2)
         for unit_id in ids:
             response = await api.request(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from tests.conftest import Api, start_api
+from tests.conftest import READY_UNIT, Api, start_api
 from units_api.config import Settings
 from units_api.events.tables import events
 from units_api.units.states import (
@@ -20,14 +20,6 @@ from units_api.units.states import (
     PUBLISHING,
     PUBLISHING_ACTIONS,
 )
-
-READY = {
-    "name": "Ready Villa",
-    "type": "villa",
-    "city": "Cairo",
-    "price": 2500000,
-    "unitImageUrl": "https://cdn.example.com/u/1.jpg",
-}
 
 
 def later(seconds: float = 3600) -> str:
@@ -70,7 +62,7 @@ AVAILABILITY_PATHS = {
 @pytest.mark.parametrize("state", list(PUBLISHING))
 async def test_every_publishing_cell(api: Api, state: str) -> None:
     for action in PUBLISHING_ACTIONS:
-        unit = await api.create_unit(**READY)
+        unit = await api.create_unit(**READY_UNIT)
         for step in PUBLISHING_PATHS[state]:
             assert (await publish_action(api, unit["id"], publishing_body(step))).status_code == 200
         response = await publish_action(api, unit["id"], publishing_body(action))
@@ -119,10 +111,10 @@ async def test_publishing_needs_a_ready_unit(api: Api) -> None:
         assert response.status_code == 422
         assert {e["field"] for e in response.json()["errors"]} == {"city", "price", "image"}
     gallery_only = await api.create_unit(
-        **{**READY, "unitImageUrl": None, "gallery": ["https://cdn.example.com/g.jpg"]}
+        **{**READY_UNIT, "unitImageUrl": None, "gallery": ["https://cdn.example.com/g.jpg"]}
     )
     assert (await publish_action(api, gallery_only["id"], {"action": "publish"})).status_code == 200
-    free = await api.create_unit(**{**READY, "price": 0})
+    free = await api.create_unit(**{**READY_UNIT, "price": 0})
     assert (await publish_action(api, free["id"], {"action": "publish"})).status_code == 422
 
 
@@ -134,7 +126,7 @@ async def test_readiness_rules_are_configurable(database_url: str) -> None:
 
 
 async def test_channels_times_and_edits_of_a_published_unit(api: Api) -> None:
-    unit = await api.create_unit(**READY)
+    unit = await api.create_unit(**READY_UNIT)
     first = await publish_action(api, unit["id"], {"action": "publish", "channels": ["website"]})
     published = first.json()["publishing"]
     assert published["channels"] == ["website"]
@@ -154,7 +146,7 @@ async def test_channels_times_and_edits_of_a_published_unit(api: Api) -> None:
 
 
 async def test_bad_action_bodies(api: Api) -> None:
-    unit = await api.create_unit(**READY)
+    unit = await api.create_unit(**READY_UNIT)
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     cases = [
         ({"action": "schedule"}, "at"),
@@ -180,7 +172,7 @@ async def test_bad_action_bodies(api: Api) -> None:
 
 
 async def test_scopes_if_match_history_and_events(api: Api) -> None:
-    unit = await api.create_unit(**READY)
+    unit = await api.create_unit(**READY_UNIT)
     writer = await api.create_key("units:write", "units:read")
     assert (
         await publish_action(api, unit["id"], {"action": "publish"}, key=writer)
@@ -232,7 +224,7 @@ async def wait_for(api: Api, unit_id: str, check: Any, seconds: float = 8) -> di
 
 
 async def test_the_scheduler_publishes_and_releases_on_time(api: Api) -> None:
-    unit = await api.create_unit(**READY)
+    unit = await api.create_unit(**READY_UNIT)
     scheduled = await publish_action(api, unit["id"], {"action": "schedule", "at": later(1.2)})
     assert scheduled.json()["publishing"]["status"] == "scheduled"
     held = await availability_action(api, unit["id"], {"action": "reserve", "until": later(1.2)})

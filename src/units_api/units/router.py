@@ -28,6 +28,7 @@ from units_api.units.service import Vocabularies, Written, parse_unit_id
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
+StateAction = Callable[[AsyncConnection, uuid.UUID, Any, Principal, str | None], Awaitable[Written]]
 Update = Callable[
     [AsyncConnection, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
@@ -173,20 +174,14 @@ async def bulk_update(request: Request) -> Response:
     openapi_extra={**json_body("PublishingAction"), "parameters": [IF_MATCH]},
 )
 async def publishing_action(id: str, request: Request) -> Response:
-    principal = await authorize(request, UNITS_PUBLISH)
-    context = app_context(request)
-    unit_id = parse_unit_id(id)
-    body = await read_json(request, context.settings.max_body_bytes)
-    async with context.db.transaction() as conn:
-        written = await publishing.act(
-            conn,
-            unit_id,
-            body.value,
-            request.headers.get("if-match"),
-            principal,
-            context.settings.readiness,
-        )
-    return _unit_response(written)
+    readiness = app_context(request).settings.readiness
+
+    async def apply(
+        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
+    ) -> Written:
+        return await publishing.act(conn, unit_id, body, if_match, who, readiness)
+
+    return await _state_action(request, id, UNITS_PUBLISH, apply)
 
 
 @router.put(
@@ -203,14 +198,22 @@ async def publishing_action(id: str, request: Request) -> Response:
     openapi_extra={**json_body("AvailabilityAction"), "parameters": [IF_MATCH]},
 )
 async def availability_action(id: str, request: Request) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
+    async def apply(
+        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
+    ) -> Written:
+        return await availability.act(conn, unit_id, body, if_match, who)
+
+    return await _state_action(request, id, UNITS_WRITE, apply)
+
+
+async def _state_action(request: Request, id: str, scope: str, apply: StateAction) -> Response:
+    """A state machine's action: one transaction, the unit's new record as the answer."""
+    principal = await authorize(request, scope)
     context = app_context(request)
     unit_id = parse_unit_id(id)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
-        written = await availability.act(
-            conn, unit_id, body.value, request.headers.get("if-match"), principal
-        )
+        written = await apply(conn, unit_id, body.value, principal, request.headers.get("if-match"))
     return _unit_response(written)
 
 
