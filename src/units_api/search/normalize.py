@@ -38,12 +38,18 @@ SEARCH_FIELDS = (
 )
 
 
+def _strip_marks(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def normalize(text: str) -> str:
     # NFKD splits أ إ آ ؤ ئ into their base letter plus a combining hamza or madda, and Latin
     # accents into combining marks; every combining mark (tashkeel included) is then dropped.
-    decomposed = unicodedata.normalize("NFKD", text.translate(_TRANSLATE))
-    kept = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-    return unicodedata.normalize("NFC", kept).translate(_TRANSLATE).casefold()
+    # Marks are dropped again after casefolding, which can expose some (İ -> i + dot), so
+    # normalising twice changes nothing.
+    folded = _strip_marks(text.translate(_TRANSLATE)).casefold()
+    return unicodedata.normalize("NFC", _strip_marks(folded)).translate(_TRANSLATE)
 
 
 def tokens(text: str) -> list[str]:
