@@ -7,6 +7,8 @@ from functools import cached_property
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from units_api.http.ratelimit import Rate, parse_rate
+
 DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
 VOCABULARY_FIELDS = ("type", "priceBase", "uom", "featureType", "view", "service")
 
@@ -47,6 +49,16 @@ class Settings(BaseSettings):
         if not value.startswith(("sqlite", "postgresql", "postgres")):
             raise ValueError("UNITS_API_DATABASE_URL must be a sqlite:// or postgresql:// URL")
         return value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _valid_rate(cls, value: str) -> str:
+        parse_rate(value)
+        return value
+
+    @cached_property
+    def default_rate(self) -> Rate:
+        return parse_rate(self.rate_limit)
 
     @cached_property
     def vocabularies(self) -> dict[str, tuple[str, ...]]:

@@ -8,7 +8,6 @@ from units_api.auth.service import Principal
 from units_api.context import AppContext
 from units_api.errors import RateLimited
 from units_api.http.middleware import add_response_header
-from units_api.http.ratelimit import parse_rate
 
 SECURITY_SCHEME = {
     "ApiKey": {
@@ -20,7 +19,7 @@ SECURITY_SCHEME = {
 
 
 async def _rate_limit(request: Request, context: AppContext, principal: Principal) -> None:
-    rate = principal.rate or parse_rate(context.settings.rate_limit)
+    rate = principal.rate or context.settings.default_rate
     decision = await context.limiter.hit(str(principal.key_id), rate)
     headers = {
         "RateLimit-Policy": rate.policy,
