@@ -24,18 +24,8 @@ async def record_event(
     actor: dict[str, Any],
     data: dict[str, Any],
 ) -> None:
-    await conn.execute(
-        _INSERT_EVENT,
-        {
-            "id": uuid7(),
-            "type": event_type,
-            "occurred_at": utcnow(),
-            "unit_id": unit_id,
-            "version": version,
-            "actor": orjson.dumps(actor).decode(),
-            "data": dumps(data).decode(),
-        },
-    )
+    row = {"type": event_type, "unit_id": unit_id, "version": version, "actor": actor, "data": data}
+    await record_events(conn, [row])
 
 
 async def record_events(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:

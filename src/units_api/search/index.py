@@ -30,12 +30,7 @@ def fts_rowid(unit_id: uuid.UUID) -> int:
 
 
 async def write(conn: AsyncConnection, unit_id: uuid.UUID, words: list[str]) -> None:
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_PG_UPSERT, {"id": unit_id, "words": words})
-        return
-    rowid = fts_rowid(unit_id)
-    await conn.execute(_SQLITE_DELETE, {"rowid": rowid})
-    await conn.execute(_SQLITE_INSERT, {"rowid": rowid, "id": unit_id.hex, "body": " ".join(words)})
+    await write_many(conn, [(unit_id, words)])
 
 
 async def write_many(conn: AsyncConnection, entries: list[tuple[uuid.UUID, list[str]]]) -> None:

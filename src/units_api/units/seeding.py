@@ -239,8 +239,7 @@ SEED_ACTOR = {"type": "system", "id": None, "name": "seed"}
 async def _insert_rows(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -> None:
     await conn.execute(units.insert(), rows["units"])
     await repository.bump_count(conn, len(rows["units"]))
-    for entry in rows["words"]:
-        await search_index.write(conn, entry["id"], entry["words"])
+    await search_index.write_many(conn, [(entry["id"], entry["words"]) for entry in rows["words"]])
     await conn.execute(unit_history.insert(), rows["history"])
     await conn.execute(events.insert(), rows["events"])
 
