@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from units_api import __version__
-from units_api.auth.deps import SECURITY_SCHEME
+from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
 from units_api.units.availability import AvailabilityAction
 from units_api.units.bulk import BulkByFilter, BulkItems

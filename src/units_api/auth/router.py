@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from units_api.auth import repository, service
-from units_api.auth.deps import authorize
+from units_api.auth.access import authorize
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import ADMIN
 from units_api.auth.service import parse_key_id, render_key

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
-from units_api.auth.deps import authorize
+from units_api.auth.access import authorize
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
 from units_api.context import app_context

@@ -1,4 +1,4 @@
-"""The dependency every /api/v2 route uses: authenticate, rate-limit, check the scope."""
+"""Access to the API: authenticate the key, count it against its rate limit, check the scope."""
 
 from __future__ import annotations
 
