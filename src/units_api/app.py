@@ -39,6 +39,7 @@ from units_api.http.ratelimit import create_limiter
 from units_api.jobs.scheduler import run_forever
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
+from units_api.units.counting import CountCache
 from units_api.units.router import router as units_router
 
 log = logging.getLogger(__name__)
@@ -115,13 +116,17 @@ async def _database_error(request: Request, exc: Exception) -> Response:
 
 
 def create_context(settings: Settings) -> AppContext:
-    db = Database(create_engine(settings.database_url, settings.db_pool_size))
+    db = Database(
+        create_engine(settings.database_url, settings.db_pool_size, settings.db_parallel_workers),
+        settings.db_parallel_workers,
+    )
     return AppContext(
         settings=settings,
         db=db,
         limiter=create_limiter(settings.redis_url),
         authenticator=Authenticator(db, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
+        counts=CountCache(settings.count_cache_size),
     )
 
 

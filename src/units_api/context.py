@@ -10,6 +10,7 @@ from starlette.requests import Request
 from units_api.config import Settings
 from units_api.db import Database
 from units_api.http.ratelimit import Limiter
+from units_api.units.counting import CountCache
 
 if TYPE_CHECKING:
     from units_api.auth.service import Authenticator
@@ -23,6 +24,7 @@ class AppContext:
     limiter: Limiter
     authenticator: Authenticator
     idempotency: Idempotency
+    counts: CountCache
 
 
 def app_context(request: Request) -> AppContext:

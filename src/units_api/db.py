@@ -124,7 +124,20 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
         conn.exec_driver_sql(f"BEGIN {mode}")
 
 
-def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
+def server_settings(parallel_workers: int) -> dict[str, str]:
+    """Session settings of the service's PostgreSQL connections.
+
+    Parallel query is off by default: starting workers costs a short query (a page, a count
+    through an index) tens of milliseconds, which an API serving many small requests on a few
+    cores never wins back (see bench/README.md).
+    """
+    return {
+        "application_name": "units-api",
+        "max_parallel_workers_per_gather": str(parallel_workers),
+    }
+
+
+def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> AsyncEngine:
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -138,7 +151,7 @@ def create_engine(url: str, pool_size: int = 10) -> AsyncEngine:
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=30,
-        connect_args={"server_settings": {"application_name": "units-api"}},
+        connect_args={"server_settings": server_settings(parallel_workers)},
     )
 
 
@@ -153,8 +166,9 @@ class Database:
     SQLAlchemy async layer costs more than the query itself there (see bench/README.md).
     """
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, parallel_workers: int = 0) -> None:
         self.engine = engine
+        self.parallel_workers = parallel_workers
         self.dialect = engine.dialect.name
         self.fast_pool: asyncpg.Pool | None = None
 
@@ -172,7 +186,7 @@ class Database:
             self._asyncpg_dsn(),
             min_size=1,
             max_size=size,
-            server_settings={"application_name": "units-api"},
+            server_settings=server_settings(self.parallel_workers),
             reset=_keep_session,
         )
 

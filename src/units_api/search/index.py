@@ -7,8 +7,9 @@ word prefix, so they give the same answers. Writes happen in the unit's own tran
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, text, true
+from sqlalchemy import ColumnElement, ScalarSelect, bindparam, func, select, text, true
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.search.normalize import query_tokens
@@ -53,16 +54,14 @@ async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
         await conn.execute(_SQLITE_DELETE, {"rowid": fts_rowid(unit_id)})
 
 
-async def count_matches(conn: AsyncConnection, q: str) -> int:
-    """Units matching a search alone, counted in the index's table without a join."""
+def count_matches(q: str, dialect: str) -> ScalarSelect[Any]:
+    """How many units match a search alone, counted in the index's table without a join."""
     words = query_tokens(q)
-    if conn.dialect.name == "postgresql":
-        sql = "SELECT count(*) FROM unit_search WHERE vector @@ CAST(:q AS tsquery)"
-        query = _pg_query(words)
+    if dialect == "postgresql":
+        where = text("vector @@ CAST(:q AS tsquery)").bindparams(q=_pg_query(words))
     else:
-        sql = "SELECT count(*) FROM unit_search WHERE unit_search MATCH :q"
-        query = _fts_query(words)
-    return int((await conn.execute(text(sql), {"q": query})).scalar_one())
+        where = text("unit_search MATCH :q").bindparams(q=_fts_query(words))
+    return select(func.count()).select_from(text("unit_search")).where(where).scalar_subquery()
 
 
 def _pg_query(words: list[str]) -> str:

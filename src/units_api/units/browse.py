@@ -6,8 +6,7 @@ import math
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, and_
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, ScalarSelect, and_
 from starlette.datastructures import URL
 
 from units_api.db import Database
@@ -17,6 +16,7 @@ from units_api.http.json import load_stored
 from units_api.search.index import count_matches, search_condition
 from units_api.search.normalize import query_tokens
 from units_api.units import repository
+from units_api.units.counting import CountCache
 from units_api.units.listing import ListParams
 
 
@@ -44,19 +44,19 @@ def link_header(links: dict[str, str | None]) -> str:
     return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
 
 
-async def _exact_total(
-    conn: AsyncConnection, params: ListParams, policy: Node | None, condition: ColumnElement[bool]
-) -> int:
+def _exact_count(
+    params: ListParams, policy: Node | None, condition: ColumnElement[bool], dialect: str
+) -> ScalarSelect[Any]:
     """The cheapest exact count: the counters, the search index alone, or the query."""
     if params.filter is None and policy is None:
         if not query_tokens(params.q or ""):
-            return await repository.count_all(conn)
-        return await count_matches(conn, params.q or "")
-    return await repository.count(conn, condition)
+            return repository.count_all()
+        return count_matches(params.q or "", dialect)
+    return repository.count(condition)
 
 
 async def list_units(
-    db: Database, params: ListParams, url: URL, policy: Node | None
+    db: Database, counts: CountCache, params: ListParams, url: URL, policy: Node | None
 ) -> dict[str, Any]:
     condition = and_(
         to_condition(params.filter, db.dialect),
@@ -65,14 +65,18 @@ async def list_units(
     )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
-        docs = await repository.list_docs(conn, condition, params.sort, params.limit + 1, offset)
+        docs, version = await repository.list_docs(
+            conn, condition, params.sort, params.limit + 1, offset
+        )
         mode = params.count
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":
             total = await repository.estimate(conn, condition)
         elif mode != "none":
             mode = "exact"
-            total = await _exact_total(conn, params, policy, condition)
+            key = (params.filter, policy, tuple(query_tokens(params.q or "")))
+            counting = _exact_count(params, policy, condition, db.dialect)
+            total = await counts.total(conn, key, version, counting)
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {

@@ -8,11 +8,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    and_,
+    bindparam,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow
+from units_api.units.counting import version_column
 from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -107,13 +119,21 @@ _BUMP_COUNT = (
 )
 
 
+# On PostgreSQL the shard comes from the transaction id, as in the change trigger: a
+# transaction then locks one counter row at most, so two writers cannot deadlock on them.
+_BUMP_COUNT_PG = text("UPDATE unit_counters SET n = n + :delta WHERE shard = txid_current() % 16")
+
+
 async def bump_count(conn: AsyncConnection, delta: int) -> None:
+    if conn.dialect.name == "postgresql":
+        await conn.execute(_BUMP_COUNT_PG, {"delta": delta})
+        return
     await conn.execute(_BUMP_COUNT, {"which": random.randrange(COUNTER_SHARDS), "delta": delta})
 
 
-async def count_all(conn: AsyncConnection) -> int:
+def count_all() -> ScalarSelect[Any]:
     """Every unit, from the counters: exact, and O(1) at any size."""
-    return int((await conn.execute(select(func.sum(unit_counters.c.n)))).scalar_one() or 0)
+    return select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
 
 
 def sort_column(field: str, dialect: str) -> Any:
@@ -144,20 +164,21 @@ async def list_docs(
     sort: Sequence[SortKey],
     limit: int,
     offset: int,
-) -> list[str]:
+) -> tuple[list[str], int | None]:
+    """A page of records, and the change version they were read at (None for no rows)."""
     query = (
-        select(units.c.doc)
+        select(units.c.doc, version_column())
         .where(condition)
         .order_by(*_order_by(sort, conn.dialect.name))
         .limit(limit)
         .offset(offset)
     )
-    return list((await conn.execute(query)).scalars())
+    rows = (await conn.execute(query)).all()
+    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
 
 
-async def count(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
-    query = select(func.count()).select_from(units).where(condition)
-    return int((await conn.execute(query)).scalar_one())
+def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
+    return select(func.count()).select_from(units).where(condition).scalar_subquery()
 
 
 async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:

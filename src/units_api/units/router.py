@@ -76,7 +76,9 @@ async def list_units(
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     params = parse_list_params(request)
-    page_body = await browse.list_units(context.db, params, request.url, principal.policy_tree)
+    page_body = await browse.list_units(
+        context.db, context.counts, params, request.url, principal.policy_tree
+    )
     return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 
 

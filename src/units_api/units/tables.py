@@ -90,10 +90,12 @@ Index("ix_units_lower_sub_project_id", func.lower(units.c.sub_project_id))
 
 COUNTER_SHARDS = 16
 
-# The number of units, spread over shards so concurrent creates rarely wait on one row.
+# The number of units, spread over shards so concurrent creates rarely wait on one row, and
+# the change version: the sum of `changes`, bumped by a trigger on every write (migration 0004).
 unit_counters = Table(
     "unit_counters",
     metadata,
     Column("shard", Integer, primary_key=True, autoincrement=False),
     Column("n", BigInteger, nullable=False),
+    Column("changes", BigInteger, nullable=False, server_default="0"),
 )

@@ -1,0 +1,102 @@
+"""Exact totals: the change version moves with every write, so a remembered total is never stale."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select, update
+
+from tests.conftest import Api
+from units_api.units.counting import CountCache, version_column
+from units_api.units.tables import units
+
+
+async def version(api: Api) -> int:
+    async with api.context.db.read() as conn:
+        return int((await conn.execute(select(version_column()))).scalar_one())
+
+
+async def total(api: Api, query: str) -> int:
+    response = await api.request("GET", f"/api/v2/units/?{query}")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["meta"]["count"] == "exact"
+    value: int = body["meta"]["total"]
+    return value
+
+
+async def test_every_write_moves_the_version_whoever_makes_it(api: Api) -> None:
+    start = await version(api)
+    created = await api.create_unit(name="Versioned Villa")
+    after_create = await version(api)
+    assert after_create > start
+    async with api.context.db.transaction() as conn:
+        # A write that bypasses the service entirely still moves it (a trigger).
+        await conn.execute(
+            update(units).where(units.c.id == uuid.UUID(created["id"])).values(name="By hand")
+        )
+    after_hand = await version(api)
+    assert after_hand > after_create
+    response = await api.request("DELETE", f"/api/v2/units/{created['id']}")
+    assert response.status_code == 204
+    assert await version(api) > after_hand
+    unchanged = await version(api)
+    await total(api, "p=city==Nowhere")
+    assert await version(api) == unchanged
+
+
+async def test_totals_are_reused_only_while_nothing_changed(api: Api) -> None:
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    made = [
+        await api.create_unit(name=f"Unit {word} {i}", subProjectId=scope) for i in range(3)
+    ]
+    query = f"p=subProjectId=={scope}"
+    counts = api.context.counts
+    assert await total(api, query) == 3
+    hits = counts.hits
+    assert await total(api, query) == 3
+    assert counts.hits == hits + 1
+    await api.create_unit(name=f"Unit {word} 3", subProjectId=scope)
+    assert await total(api, query) == 4
+    assert await total(api, f"q={word}") == 4
+    async with api.context.db.transaction() as conn:
+        await conn.execute(
+            update(units)
+            .where(units.c.id == uuid.UUID(made[0]["id"]))
+            .values(sub_project_id="elsewhere")
+        )
+    assert await total(api, query) == 3
+    # A page past the end reads no version; the total is counted afresh.
+    assert await total(api, query + "&page=50") == 3
+    response = await api.request("DELETE", f"/api/v2/units/{made[1]['id']}")
+    assert response.status_code == 204
+    assert await total(api, query) == 2
+    assert await total(api, f"q={word}") == 3
+
+
+async def test_policy_and_search_are_part_of_the_question(api: Api) -> None:
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    await api.create_unit(name="Policy Villa", subProjectId=scope, city="Giza")
+    await api.create_unit(name="Policy Villa", subProjectId=scope, city="Cairo")
+    narrow = await api.create_key("units:read", policy="city==Giza")
+    query = f"p=subProjectId=={scope}"
+    assert await total(api, query) == 2
+    response = await api.request("GET", f"/api/v2/units/?{query}", key=narrow)
+    assert response.json()["meta"]["total"] == 1
+    assert await total(api, query + "&q=policy") == 2
+    assert await total(api, query + "&q=nomatchword") == 0
+
+
+def test_cache_forgets_the_least_recently_used_and_can_be_off() -> None:
+    cache = CountCache(size=2)
+    cache.put("a", 1, 10)
+    cache.put("b", 1, 20)
+    assert cache.get("a", 1) == 10
+    cache.put("c", 1, 30)
+    assert cache.get("b", 1) is None
+    assert cache.get("a", 1) == 10 and cache.get("c", 1) == 30
+    assert cache.get("a", 2) is None and cache.get("a", None) is None
+    off = CountCache(size=0)
+    off.put("a", 1, 10)
+    assert off.get("a", 1) is None
