@@ -48,9 +48,7 @@ async def test_every_write_moves_the_version_whoever_makes_it(api: Api) -> None:
 async def test_totals_are_reused_only_while_nothing_changed(api: Api) -> None:
     scope = f"sp-{uuid.uuid4().hex[:10]}"
     word = f"zq{uuid.uuid4().hex[:8]}"
-    made = [
-        await api.create_unit(name=f"Unit {word} {i}", subProjectId=scope) for i in range(3)
-    ]
+    made = [await api.create_unit(name=f"Unit {word} {i}", subProjectId=scope) for i in range(3)]
     query = f"p=subProjectId=={scope}"
     counts = api.context.counts
     assert await total(api, query) == 3
