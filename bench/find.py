@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
-from units_api.db import Database, create_engine
+from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
@@ -106,7 +106,7 @@ async def explain(url: str) -> dict[str, float]:
     """EXPLAIN ANALYZE of each scenario's page and count queries; returns their times (ms)."""
     out = RESULTS / "explain"
     out.mkdir(parents=True, exist_ok=True)
-    conn = await asyncpg.connect(url)
+    conn = await asyncpg.connect(url, server_settings=server_settings(0))  # as the service
     times = {}
     try:
         for name, scenario in SCENARIOS.items():

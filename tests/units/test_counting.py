@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from sqlalchemy import select, update
@@ -84,6 +85,16 @@ async def test_policy_and_search_are_part_of_the_question(api: Api) -> None:
     assert response.json()["meta"]["total"] == 1
     assert await total(api, query + "&q=policy") == 2
     assert await total(api, query + "&q=nomatchword") == 0
+
+
+async def test_requests_asking_together_share_one_count(api: Api) -> None:
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    for i in range(3):
+        await api.create_unit(name=f"Together {i}", subProjectId=scope)
+    counted = api.context.counts.counted
+    totals = await asyncio.gather(*(total(api, f"p=subProjectId=={scope}") for _ in range(8)))
+    assert totals == [3] * 8
+    assert api.context.counts.counted == counted + 1
 
 
 def test_cache_forgets_the_least_recently_used_and_can_be_off() -> None:

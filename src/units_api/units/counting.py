@@ -9,6 +9,7 @@ once per change to the units instead of once per request.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
@@ -32,8 +33,10 @@ class CountCache:
     def __init__(self, size: int = DEFAULT_SIZE) -> None:
         self._size = size
         self._entries: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
+        self._pending: dict[Hashable, asyncio.Future[tuple[int, int] | None]] = {}
         self.hits = 0
         self.misses = 0
+        self.counted = 0
 
     def get(self, key: Hashable, version: int | None) -> int | None:
         entry = self._entries.get(key)
@@ -63,7 +66,28 @@ class CountCache:
         cached = self.get(key, version)
         if cached is not None:
             return cached
-        row = (await conn.execute(select(version_column(), counting))).one()
-        fresh, total = int(row[0]), int(row[1] or 0)
-        self.put(key, fresh, total)
-        return total
+        # Requests arriving together with the same question wait for one count, not one each.
+        pending = self._pending.get(key)
+        if pending is not None:
+            answer = await asyncio.shield(pending)
+            if answer is not None and version is not None and answer[0] == version:
+                return answer[1]
+        return await self._count(conn, key, counting)
+
+    async def _count(
+        self, conn: AsyncConnection, key: Hashable, counting: ScalarSelect[Any]
+    ) -> int:
+        # Waiters get None if this count fails, and then count for themselves.
+        future: asyncio.Future[tuple[int, int] | None] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        answer = None
+        self.counted += 1
+        try:
+            row = (await conn.execute(select(version_column(), counting))).one()
+            answer = (int(row[0]), int(row[1] or 0))
+        finally:
+            if self._pending.get(key) is future:
+                del self._pending[key]
+            future.set_result(answer)
+        self.put(key, *answer)
+        return answer[1]
