@@ -36,8 +36,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(url: str, port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "UNITS_API_DATABASE_URL": url, "UNITS_API_AUTO_MIGRATE": "false"}
+def start_server(
+    url: str, port: int, workers: int, log: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "UNITS_API_DATABASE_URL": url,
+        "UNITS_API_AUTO_MIGRATE": "false",
+        **(extra_env or {}),
+    }
     command = [
         sys.executable,
         "-m",

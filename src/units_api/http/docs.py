@@ -56,6 +56,17 @@ def json_body(schema: str, media_types: tuple[str, ...] = ("application/json",))
     }
 
 
+def query(name: str, description: str) -> dict[str, Any]:
+    """A documented query parameter that the handler reads itself (no per-request binding)."""
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string"},
+    }
+
+
 def header(name: str, description: str) -> dict[str, Any]:
     return {
         "name": name,

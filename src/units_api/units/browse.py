@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from urllib.parse import parse_qsl, urlencode
 from typing import Any
 
 import orjson
@@ -28,8 +29,12 @@ def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
 
 
 def _links(url: URL, page: int, last: int | None, has_next: bool) -> dict[str, str | None]:
+    # As URL.include_query_params(page=n) gives, with the other parameters encoded once.
+    others = [(k, v) for k, v in parse_qsl(url.query, keep_blank_values=True) if k != "page"]
+    base = str(url.replace(query=urlencode(others) + "&" if others else ""))
+
     def at(number: int) -> str:
-        return str(url.include_query_params(page=number))
+        return f"{base}{'' if others else '?'}page={number}"
 
     return {
         "self": at(page),

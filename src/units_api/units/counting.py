@@ -22,9 +22,12 @@ from units_api.units.tables import unit_counters
 DEFAULT_SIZE = 4096
 
 
+_VERSION = select(func.coalesce(func.sum(unit_counters.c.changes), 0)).scalar_subquery()
+
+
 def version_column() -> ScalarSelect[Any]:
-    """The change version, as a column any statement can carry."""
-    return select(func.coalesce(func.sum(unit_counters.c.changes), 0)).scalar_subquery()
+    """The change version, as a column any statement can carry (built once: it never varies)."""
+    return _VERSION
 
 
 class CountCache:

@@ -131,9 +131,12 @@ async def bump_count(conn: AsyncConnection, delta: int) -> None:
     await conn.execute(_BUMP_COUNT, {"which": random.randrange(COUNTER_SHARDS), "delta": delta})
 
 
+_COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
+
+
 def count_all() -> ScalarSelect[Any]:
     """Every unit, from the counters: exact, and O(1) at any size."""
-    return select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
+    return _COUNT_ALL
 
 
 def sort_column(field: str, dialect: str) -> Any:

@@ -16,7 +16,7 @@ from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.cursor import parse_limit
-from units_api.http.docs import header, json_body, problems, ref, success
+from units_api.http.docs import header, json_body, problems, query, ref, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
 from units_api.units import availability, browse, bulk, publishing, service
@@ -61,18 +61,21 @@ def _unit_response(written: Written, status: int = 200) -> Response:
     "(e.g. `city==Cairo;price=ge=1000000`, `floorsPlan.rooms=ge=3`); `Prefer: count=exact|"
     "estimated|none` chooses how `meta.total` is counted.",
     responses={**success(200, "UnitPage", "A page of units", ("Link",)), **problems(400)},
-    openapi_extra={"parameters": [header("Prefer", "count=exact (default), estimated or none")]},
+    openapi_extra={
+        "parameters": [
+            query("limit", "1..100, default 20"),
+            query("page", ">= 1, default 1"),
+            query("sortBy", "comma list: " + ", ".join(SORTABLE)),
+            query("order", "asc or desc (default), or one per sortBy"),
+            query("fields", "comma list of fields to return; id always"),
+            query("p", "filter (RSQL), e.g. city==Cairo;price=ge=1000000"),
+            query("q", "search text: every word, as a word or a prefix, in English or Arabic"),
+            header("Prefer", "count=exact (default), estimated or none"),
+        ]
+    },
 )
-async def list_units(
-    request: Request,
-    limit: str | None = Query(None, description="1..100, default 20"),
-    page: str | None = Query(None, description=">= 1, default 1"),
-    sortBy: str | None = Query(None, description="comma list: " + ", ".join(SORTABLE)),
-    order: str | None = Query(None, description="asc or desc (default), or one per sortBy"),
-    fields: str | None = Query(None, description="comma list of fields to return; id always"),
-    p: str | None = Query(None, description="filter (RSQL), e.g. city==Cairo;price=ge=1000000"),
-    q: str | None = Query(None, description="search text"),
-) -> Response:
+async def list_units(request: Request) -> Response:
+    # The parameters are read and checked by parse_list_params, which names the bad one.
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     params = parse_list_params(request)
