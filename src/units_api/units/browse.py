@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from urllib.parse import parse_qsl, urlencode
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from sqlalchemy import ColumnElement, ScalarSelect, and_
