@@ -9,9 +9,22 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import ColumnElement, ScalarSelect, bindparam, func, select, text, true
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    Subquery,
+    Uuid,
+    bindparam,
+    column,
+    func,
+    select,
+    table,
+    text,
+    true,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.db import UTCDateTime
 from units_api.search.normalize import query_tokens
 from units_api.units.tables import units
 
@@ -19,10 +32,17 @@ from units_api.units.tables import units
 # without a lookup; the `ascii` tokenizer keeps our already-normalised words whole.
 _SQLITE_DELETE = text("DELETE FROM unit_search WHERE rowid = :rowid")
 _SQLITE_INSERT = text("INSERT INTO unit_search (rowid, unit_id, body) VALUES (:rowid, :id, :body)")
+# The creation time is read from the unit's row, written just before in the same transaction.
 _PG_UPSERT = text(
-    "INSERT INTO unit_search (unit_id, vector) VALUES (:id, array_to_tsvector(:words)) "
+    "INSERT INTO unit_search (unit_id, created_at, vector) "
+    "SELECT id, created_at, array_to_tsvector(:words) FROM units WHERE id = :id "
     "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector"
 ).bindparams(bindparam("words", type_=None))
+_PG_TABLE = table(
+    "unit_search",
+    column("unit_id", Uuid()),
+    column("created_at", UTCDateTime()),
+)
 _PG_DELETE = text("DELETE FROM unit_search WHERE unit_id = :id")
 
 
@@ -85,3 +105,21 @@ def match(words: list[str], dialect: str) -> ColumnElement[bool]:
         return units.c.id.in_(found.bindparams(q=_pg_query(words)).columns(units.c.id))
     found = text("SELECT unit_id FROM unit_search WHERE unit_search MATCH :q")
     return units.c.id.in_(found.bindparams(q=_fts_query(words)).columns(units.c.id))
+
+
+def newest_matches(q: str, descending: bool, limit: int, offset: int) -> Subquery:
+    """PostgreSQL: a page of matching unit ids in creation order, from the search table alone.
+
+    The table holds each unit's creation time, indexed, so this walks it in that order and
+    checks each row's words (or, for rare words, sorts the few matches the GIN index finds).
+    """
+    created, unit_id = _PG_TABLE.c.created_at, _PG_TABLE.c.unit_id
+    where = text("vector @@ CAST(:q AS tsquery)").bindparams(q=_pg_query(query_tokens(q)))
+    return (
+        select(unit_id, created)
+        .where(where)
+        .order_by(*((created.desc(), unit_id.desc()) if descending else (created, unit_id)))
+        .limit(limit)
+        .offset(offset)
+        .subquery("hits")
+    )

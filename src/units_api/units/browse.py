@@ -14,7 +14,7 @@ from units_api.db import Database
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
-from units_api.search.index import count_matches, search_condition
+from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.search.normalize import query_tokens
 from units_api.units import repository
 from units_api.units.counting import CountCache
@@ -49,6 +49,18 @@ def link_header(links: dict[str, str | None]) -> str:
     return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
 
 
+def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None) -> bool:
+    """A search alone in creation order: PostgreSQL answers it from the search table."""
+    return (
+        db.dialect == "postgresql"
+        and params.filter is None
+        and policy is None
+        and len(params.sort) == 1
+        and params.sort[0].field == "createdAt"
+        and bool(query_tokens(params.q or ""))
+    )
+
+
 def _exact_count(
     params: ListParams, policy: Node | None, condition: ColumnElement[bool], dialect: str
 ) -> ScalarSelect[Any]:
@@ -70,9 +82,14 @@ async def list_units(
     )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
-        docs, version = await repository.list_docs(
-            conn, condition, params.sort, params.limit + 1, offset
-        )
+        if _newest_matches_alone(db, params, policy):
+            descending = params.sort[0].descending
+            hits = newest_matches(params.q or "", descending, params.limit + 1, offset)
+            docs, version = await repository.docs_of(conn, hits, descending)
+        else:
+            docs, version = await repository.list_docs(
+                conn, condition, params.sort, params.limit + 1, offset
+            )
         mode = params.count
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":

@@ -11,6 +11,7 @@ import orjson
 from sqlalchemy import (
     ColumnElement,
     ScalarSelect,
+    Subquery,
     and_,
     bindparam,
     delete,
@@ -175,6 +176,25 @@ async def list_docs(
         .order_by(*_order_by(sort, conn.dialect.name))
         .limit(limit)
         .offset(offset)
+    )
+    rows = (await conn.execute(query)).all()
+    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
+
+
+async def docs_of(
+    conn: AsyncConnection, hits: Subquery, descending: bool
+) -> tuple[list[str], int | None]:
+    """The records of a page of (unit_id, created_at) hits, in the hits' order, and the
+    change version they were read at."""
+    order = (
+        (hits.c.created_at.desc(), hits.c.unit_id.desc())
+        if descending
+        else (hits.c.created_at, hits.c.unit_id)
+    )
+    query = (
+        select(units.c.doc, version_column())
+        .select_from(hits.join(units, units.c.id == hits.c.unit_id))
+        .order_by(*order)
     )
     rows = (await conn.execute(query)).all()
     return [row[0] for row in rows], (int(rows[0][1]) if rows else None)

@@ -249,9 +249,9 @@ def _changes_text(fields: dict[str, Any]) -> str:
 
 
 _SEARCH_FROM_ARRAYS = (
-    "INSERT INTO unit_search (unit_id, vector) "
-    "SELECT u, array_to_tsvector(string_to_array(w, ' ')) FROM unnest($1::uuid[], $2::text[]) "
-    "AS t(u, w)"
+    "INSERT INTO unit_search (unit_id, created_at, vector) "
+    "SELECT t.u, units.created_at, array_to_tsvector(string_to_array(t.w, ' ')) "
+    "FROM unnest($1::uuid[], $2::text[]) AS t(u, w) JOIN units ON units.id = t.u"
 )
 
 
