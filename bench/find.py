@@ -31,9 +31,9 @@ from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
-from units_api.search.index import search_condition
+from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.units.listing import SortKey
-from units_api.units.repository import _order_by
+from units_api.units.repository import _order_by, docs_query
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
@@ -102,8 +102,12 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
 def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
     condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
     condition = condition & search_condition(params.get("q"), "postgresql")
+    if counting and "q" in params and "p" not in params:  # counted in the search table
+        return select(count_matches(params["q"], "postgresql"))
     if counting:
         return select(func.count()).select_from(units).where(condition)
+    if "q" in params and "p" not in params:  # a search alone: the service's own path
+        return docs_query(newest_matches(params["q"], True, 21, 0), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
     return select(units.c.doc).where(condition).order_by(*_order_by(sort, "postgresql")).limit(21)
 

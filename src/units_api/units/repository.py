@@ -11,6 +11,7 @@ import orjson
 from sqlalchemy import (
     ColumnElement,
     ScalarSelect,
+    Select,
     Subquery,
     and_,
     bindparam,
@@ -186,18 +187,21 @@ async def docs_of(
 ) -> tuple[list[str], int | None]:
     """The records of a page of (unit_id, created_at) hits, in the hits' order, and the
     change version they were read at."""
+    rows = (await conn.execute(docs_query(hits, descending))).all()
+    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
+
+
+def docs_query(hits: Subquery, descending: bool) -> Select[Any]:
     order = (
         (hits.c.created_at.desc(), hits.c.unit_id.desc())
         if descending
         else (hits.c.created_at, hits.c.unit_id)
     )
-    query = (
+    return (
         select(units.c.doc, version_column())
         .select_from(hits.join(units, units.c.id == hits.c.unit_id))
         .order_by(*order)
     )
-    rows = (await conn.execute(query)).all()
-    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
 
 
 def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
