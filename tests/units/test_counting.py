@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 
-from sqlalchemy import select, update
+import pytest
+from sqlalchemy import and_, func, select, update
 
 from tests.conftest import Api
+from units_api.filters.parser import parse_filter
+from units_api.filters.sql import to_condition
+from units_api.search.index import search_condition
 from units_api.units.counting import CountCache, version_column
 from units_api.units.tables import units
 
@@ -109,3 +114,57 @@ def test_cache_forgets_the_least_recently_used_and_can_be_off() -> None:
     off = CountCache(size=0)
     off.put("a", 1, 10)
     assert off.get("a", 1) is None
+
+
+CITIES = ("Giza", "Cairo", "Aswan")
+
+
+async def direct_count(api: Api, scope: str, city_filter: str, word: str | None) -> int:
+    """The same question counted afresh, without the service's list."""
+    db = api.context.db
+    tree = parse_filter(f"subProjectId=={scope};{city_filter}")
+    condition = and_(to_condition(tree, db.dialect), search_condition(word, db.dialect))
+    async with db.read() as conn:
+        query = select(func.count()).select_from(units).where(condition)
+        return int((await conn.execute(query)).scalar_one())
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_totals_match_a_fresh_count_after_random_writes(api: Api, seed: int) -> None:
+    rng = random.Random(seed)
+    actions = ["create", "delete", "patch", "by hand", "ask", "search"]
+    steps = [
+        (rng.choice(actions), rng.randrange(20), rng.randrange(len(CITIES))) for _ in range(40)
+    ]
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    alive: list[str] = []
+    asked = 0
+    for action, index, city in steps:
+        target = alive[index % len(alive)] if alive else None
+        if action == "create" or target is None:
+            made = await api.create_unit(name=f"{word} u", subProjectId=scope, city=CITIES[city])
+            alive.append(made["id"])
+        elif action == "delete":
+            assert (await api.request("DELETE", f"/api/v2/units/{target}")).status_code == 204
+            alive.remove(target)
+        elif action == "patch":
+            path = f"/api/v2/units/{target}"
+            response = await api.request("PATCH", path, json={"city": CITIES[city]})
+            assert response.status_code == 200, response.text
+        elif action == "by hand":
+            async with api.context.db.transaction() as conn:
+                await conn.execute(
+                    update(units).where(units.c.id == uuid.UUID(target)).values(city=CITIES[city])
+                )
+        else:
+            city_filter = f"city=={CITIES[city]}" if index % 2 else f"city!={CITIES[city]}"
+            q = word if action == "search" else None
+            params = {"p": f"subProjectId=={scope};{city_filter}", **({"q": q} if q else {})}
+            for _ in range(2):  # the second answer may come from what the first remembered
+                response = await api.request("GET", "/api/v2/units/", params=params)
+                assert response.status_code == 200, response.text
+                expected = await direct_count(api, scope, city_filter, q)
+                assert response.json()["meta"]["total"] == expected, (action, params)
+                asked += 1
+    assert asked >= 10

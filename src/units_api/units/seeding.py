@@ -255,6 +255,10 @@ _SEARCH_FROM_ARRAYS = (
 )
 
 
+# The shard of the change trigger (the transaction's), so a batch locks one counter row.
+_BUMP_COUNT = "UPDATE unit_counters SET n = n + $1 WHERE shard = txid_current() % 16"
+
+
 def _rows(bodies: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The units, history entries, events and search words of a batch, ready to write."""
     rows: dict[str, list[dict[str, Any]]] = {"units": [], "history": [], "events": [], "words": []}
@@ -309,7 +313,7 @@ async def _copy_rows(raw: asyncpg.Connection, rows: dict[str, list[dict[str, Any
             [w["id"] for w in rows["words"]],
             [" ".join(w["words"]) for w in rows["words"]],
         )
-        await raw.execute("UPDATE unit_counters SET n = n + $1 WHERE shard = 0", len(rows["units"]))
+        await raw.execute(_BUMP_COUNT, len(rows["units"]))
 
 
 async def _seed_postgres(db: Database, sizes: list[int], seed: int | None) -> None:
