@@ -30,6 +30,7 @@ class Settings(BaseSettings):
     db_fast_pool_size: int = Field(default=10, ge=0)
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
     count_cache_size: int = Field(default=4096, ge=0)
+    count_budget_ms: int = Field(default=2000, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)

@@ -5,15 +5,20 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import and_, func, select, update
 
-from tests.conftest import Api
+from tests.conftest import PG_URL, Api, _admin_sql, _asyncpg_dsn, need_service, start_api
+from units_api.config import Settings
+from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
+from units_api.migrate import upgrade
 from units_api.search.index import search_condition
 from units_api.units.counting import CountCache, version_column
+from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
 
@@ -168,3 +173,59 @@ async def test_totals_match_a_fresh_count_after_random_writes(api: Api, seed: in
                 assert response.json()["meta"]["total"] == expected, (action, params)
                 asked += 1
     assert asked >= 10
+
+
+@pytest.fixture
+def seeded_postgres() -> Iterator[str]:
+    """A database of its own with 3,000 seeded units (PostgreSQL only)."""
+    need_service(PG_URL, "database")
+    assert PG_URL
+    name = f"units_budget_{uuid.uuid4().hex[:10]}"
+    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
+    url = _asyncpg_dsn(PG_URL, name)
+    upgrade(url)
+
+    async def seed() -> None:
+        db = Database(create_engine(url, 2))
+        await seed_units(db, 3000, seed=3)
+        await db.dispose()
+
+    asyncio.run(seed())
+    yield url
+    asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+async def test_an_unasked_total_past_its_budget_is_estimated(seeded_postgres: str) -> None:
+    # One connection, so each request reuses the one the timed-out count ran on.
+    settings = Settings(
+        database_url=seeded_postgres,
+        access_log=False,
+        db_pool_size=1,
+        db_fast_pool_size=0,
+        count_budget_ms=5,
+    )
+    async for api in start_api(settings):
+        nested = {"p": "floorsPlan.rooms=ge=2"}  # reads every record's JSON: far past 5 ms
+        response = await api.request("GET", "/api/v2/units/", params=nested)
+        assert response.status_code == 200, response.text
+        meta = response.json()["meta"]
+        assert meta["count"] == "estimated" and meta["total"] > 0
+        async with api.context.db.read() as conn:
+            timeout = (await conn.exec_driver_sql("SHOW statement_timeout")).scalar_one()
+            condition = to_condition(parse_filter(nested["p"]), "postgresql")
+            query = select(func.count()).select_from(units).where(condition)
+            expected = int((await conn.execute(query)).scalar_one())
+        assert timeout == "0"  # put back on the pooled connection
+        asked = await api.request(
+            "GET", "/api/v2/units/", params=nested, headers={"Prefer": "count=exact"}
+        )
+        assert asked.json()["meta"] == {
+            **meta,
+            "count": "exact",
+            "total": expected,
+            "totalPages": asked.json()["meta"]["totalPages"],
+        }
+        # Cheap totals are unaffected by the budget.
+        plain = await api.request("GET", "/api/v2/units/")
+        assert plain.json()["meta"]["count"] == "exact"
+        assert plain.json()["meta"]["total"] == 3000

@@ -73,7 +73,12 @@ def _exact_count(
 
 
 async def list_units(
-    db: Database, counts: CountCache, params: ListParams, url: URL, policy: Node | None
+    db: Database,
+    counts: CountCache,
+    params: ListParams,
+    url: URL,
+    policy: Node | None,
+    count_budget_ms: int | None = None,
 ) -> dict[str, Any]:
     condition = and_(
         to_condition(params.filter, db.dialect),
@@ -90,15 +95,20 @@ async def list_units(
             docs, version = await repository.list_docs(
                 conn, condition, params.sort, params.limit + 1, offset
             )
-        mode = params.count
+        mode: str = params.count
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":
             total = await repository.estimate(conn, condition)
         elif mode != "none":
+            # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
+            budget = count_budget_ms if mode == "default" else None
             mode = "exact"
             key = (params.filter, policy, tuple(query_tokens(params.q or "")))
             counting = _exact_count(params, policy, condition, db.dialect)
-            total = await counts.total(conn, key, version, counting)
+            total = await counts.total(conn, key, version, counting, budget)
+            if total is None:
+                mode = "estimated"
+                total = await repository.estimate(conn, condition)
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {

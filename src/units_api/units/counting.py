@@ -15,11 +15,14 @@ from collections.abc import Hashable
 from typing import Any
 
 from sqlalchemy import ScalarSelect, func, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.units.tables import unit_counters
 
 DEFAULT_SIZE = 4096
+TOO_SLOW = -1  # stored for a question whose count ran past its budget at that version
+QUERY_CANCELED = "57014"
 
 
 _VERSION = select(func.coalesce(func.sum(unit_counters.c.changes), 0)).scalar_subquery()
@@ -64,33 +67,64 @@ class CountCache:
         key: Hashable,
         version: int | None,
         counting: ScalarSelect[Any],
-    ) -> int:
-        """The total `counting` gives, from the cache when `version` is still current."""
+        budget_ms: int | None = None,
+    ) -> int | None:
+        """The total `counting` gives, from the cache when `version` is still current; None
+        when counting it takes longer than `budget_ms` (PostgreSQL; nothing is left running)."""
         cached = self.get(key, version)
-        if cached is not None:
-            return cached
+        if cached is not None and (cached != TOO_SLOW or budget_ms):
+            return None if cached == TOO_SLOW else cached
         # Requests arriving together with the same question wait for one count, not one each.
         pending = self._pending.get(key)
         if pending is not None:
             answer = await asyncio.shield(pending)
             if answer is not None and version is not None and answer[0] == version:
-                return answer[1]
-        return await self._count(conn, key, counting)
+                if answer[1] != TOO_SLOW:
+                    return answer[1]
+                if budget_ms:
+                    return None
+        return await self._count(conn, key, version, counting, budget_ms)
 
     async def _count(
-        self, conn: AsyncConnection, key: Hashable, counting: ScalarSelect[Any]
-    ) -> int:
+        self,
+        conn: AsyncConnection,
+        key: Hashable,
+        version: int | None,
+        counting: ScalarSelect[Any],
+        budget_ms: int | None,
+    ) -> int | None:
         # Waiters get None if this count fails, and then count for themselves.
         future: asyncio.Future[tuple[int, int] | None] = asyncio.get_running_loop().create_future()
         self._pending[key] = future
         answer = None
         self.counted += 1
         try:
-            row = (await conn.execute(select(version_column(), counting))).one()
-            answer = (int(row[0]), int(row[1] or 0))
+            answer = await _within_budget(conn, version, counting, budget_ms)
         finally:
             if self._pending.get(key) is future:
                 del self._pending[key]
             future.set_result(answer)
-        self.put(key, *answer)
-        return answer[1]
+        if answer[0] >= 0:
+            self.put(key, *answer)
+        return None if answer[1] == TOO_SLOW else answer[1]
+
+
+async def _within_budget(
+    conn: AsyncConnection, version: int | None, counting: ScalarSelect[Any], budget_ms: int | None
+) -> tuple[int, int]:
+    """(version, total) read in one statement, or (the page's version, TOO_SLOW)."""
+    statement = select(version_column(), counting)
+    if not budget_ms or conn.dialect.name != "postgresql":
+        row = (await conn.execute(statement)).one()
+        return int(row[0]), int(row[1] or 0)
+    # The service's reads run outside transactions, so the setting is put back by hand.
+    await conn.exec_driver_sql(f"SET statement_timeout = {int(budget_ms)}")
+    try:
+        row = (await conn.execute(statement)).one()
+        return int(row[0]), int(row[1] or 0)
+    except DBAPIError as error:
+        if getattr(error.orig, "sqlstate", None) != QUERY_CANCELED:
+            raise
+        return (-1 if version is None else version), TOO_SLOW
+    finally:
+        await conn.exec_driver_sql("RESET statement_timeout")

@@ -29,7 +29,8 @@ SORTABLE = {
     "type": "type",
 }
 PROJECTABLE = frozenset(EDITABLE_FIELDS) | frozenset(SERVER_FIELDS)
-CountMode = Literal["exact", "estimated", "none"]
+# "default" is exact within the count budget (UNITS_API_COUNT_BUDGET_MS); "exact" was asked.
+CountMode = Literal["default", "exact", "estimated", "none"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ def _count_mode(prefer: str | None) -> CountMode:
         key, _, value = part.strip().partition("=")
         if key.strip().lower() == "count" and value.strip() in ("exact", "estimated", "none"):
             return value.strip()  # type: ignore[return-value]
-    return "exact"
+    return "default"
 
 
 def parse_list_params(request: Request) -> ListParams:

@@ -59,7 +59,9 @@ def _unit_response(written: Written, status: int = 200) -> Response:
     description="Kept for compatibility and limited use: deep reads belong to the query "
     "endpoint and exports (page x limit is capped at 10,000). `p` filters with RSQL "
     "(e.g. `city==Cairo;price=ge=1000000`, `floorsPlan.rooms=ge=3`); `Prefer: count=exact|"
-    "estimated|none` chooses how `meta.total` is counted.",
+    "estimated|none` chooses how `meta.total` is counted; without it the total is exact, "
+    "unless counting it exactly takes longer than the count budget (2 s by default): then "
+    "it is the estimate and `meta.count` says `estimated`.",
     responses={**success(200, "UnitPage", "A page of units", ("Link",)), **problems(400)},
     openapi_extra={
         "parameters": [
@@ -80,7 +82,12 @@ async def list_units(request: Request) -> Response:
     context = app_context(request)
     params = parse_list_params(request)
     page_body = await browse.list_units(
-        context.db, context.counts, params, request.url, principal.policy_tree
+        context.db,
+        context.counts,
+        params,
+        request.url,
+        principal.policy_tree,
+        context.settings.count_budget_ms,
     )
     return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 
