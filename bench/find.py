@@ -33,7 +33,7 @@ from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
 from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.units.listing import SortKey
-from units_api.units.repository import _order_by, docs_query
+from units_api.units.repository import _order_by, count_all, docs_query
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
@@ -104,6 +104,8 @@ def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
     condition = condition & search_condition(params.get("q"), "postgresql")
     if counting and "q" in params and "p" not in params:  # counted in the search table
         return select(count_matches(params["q"], "postgresql"))
+    if counting and "p" not in params:  # every unit: the counters
+        return select(count_all())
     if counting:
         return select(func.count()).select_from(units).where(condition)
     if "q" in params and "p" not in params:  # a search alone: the service's own path
