@@ -3,9 +3,10 @@
     make bench-find                                   # 1,000,000 units, 3 runs x 10 s
     .venv/bin/python bench/find.py --units 100000 --runs 1 --reuse
 
-Seeds N units into PostgreSQL (COPY; reports the rate), starts one `units-api serve`, loads
-the list scenarios with wrk at 32 connections, times a deep cursor walk and the aggregate
-with sequential requests, and writes EXPLAIN ANALYZE of each query to bench/results/explain/.
+Seeds N units into PostgreSQL (COPY; reports the rate), starts `units-api serve --workers 2`,
+times each list scenario's first request, warms it up, loads it with wrk at 32 connections,
+times a deep cursor walk and the aggregate with sequential requests, and writes EXPLAIN
+ANALYZE of each query to bench/results/explain/. `--no-count-cache` counts every total afresh.
 """
 
 from __future__ import annotations
