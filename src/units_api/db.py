@@ -80,6 +80,28 @@ def format_time(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+def parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 time (`Z` or an offset) as a UTC datetime; ValueError if it is not one."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError("must be an RFC 3339 date-time") from None
+    if parsed.tzinfo is None:
+        raise ValueError("must carry a time zone (e.g. Z)")
+    return parsed.astimezone(UTC)
+
+
+def parse_future_time(value: str) -> datetime:
+    """An RFC 3339 time that is still to come; ValueError saying what is wrong otherwise."""
+    parsed = parse_time(value)
+    assert parsed is not None
+    if parsed <= datetime.now(UTC):
+        raise ValueError("must be in the future")
+    return parsed
+
+
 def uuid7() -> uuid.UUID:
     """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits."""
     millis = int(datetime.now(UTC).timestamp() * 1000)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from units_api.auth.scopes import ALL_SCOPES
+from units_api.db import parse_future_time
 from units_api.http.ratelimit import parse_rate
 
 Scope = Literal[
@@ -17,14 +17,7 @@ assert set(Scope.__args__) == set(ALL_SCOPES)  # type: ignore[attr-defined]
 
 
 def _future_time(value: str) -> str:
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError("must be an RFC 3339 date-time") from None
-    if parsed.tzinfo is None:
-        raise ValueError("must carry a time zone (e.g. Z)")
-    if parsed <= datetime.now(UTC):
-        raise ValueError("must be in the future")
+    parse_future_time(value)
     return value
 
 
@@ -92,11 +85,3 @@ class ApiKeyCreated(ApiKeyRead):
 class ApiKeyPage(BaseModel):
     data: list[ApiKeyRead]
     nextCursor: str | None
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00")).astimezone(
-        UTC
-    )

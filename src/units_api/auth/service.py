@@ -13,10 +13,10 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth import repository
-from units_api.auth.schemas import ApiKeyCreate, parse_time
+from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import grants
 from units_api.auth.secrets import hash_secret, new_secret, same_hash, visible_prefix
-from units_api.db import Database, format_time, utcnow, uuid7
+from units_api.db import Database, format_time, parse_time, utcnow, uuid7
 from units_api.errors import (
     Forbidden,
     InvalidParameter,

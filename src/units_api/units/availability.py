@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, utcnow
+from units_api.db import format_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.publishing import future_time
 from units_api.units.record import UnitRecord
@@ -68,10 +68,8 @@ async def act(
 async def release_expired(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
     """Release a reservation whose hold has passed; False if there is none to release."""
     record = await locked(conn, unit_id, None, who)
-    until = record.availability["reservedUntil"]
-    if record.availability["status"] != "reserved" or until is None:
-        return False
-    if datetime.fromisoformat(until.replace("Z", "+00:00")) > datetime.now(UTC):
+    until = parse_time(record.availability["reservedUntil"])
+    if record.availability["status"] != "reserved" or until is None or until > utcnow():
         return False
     before = dict(record.availability)
     _moved(record, "release", None)

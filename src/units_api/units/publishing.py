@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, utcnow
+from units_api.db import format_time, parse_future_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.record import UnitRecord
 from units_api.units.service import Caller, Written, locked, save_state
@@ -59,14 +59,9 @@ def future_time(field: str, value: str | None) -> datetime:
     if value is None:
         raise ValidationFailed([(field, "is required for this action")])
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValidationFailed([(field, "must be an RFC 3339 date-time")]) from None
-    if parsed.tzinfo is None:
-        raise ValidationFailed([(field, "must carry a time zone (e.g. Z)")])
-    if parsed <= datetime.now(UTC):
-        raise ValidationFailed([(field, "must be in the future")])
-    return parsed
+        return parse_future_time(value)
+    except ValueError as error:
+        raise ValidationFailed([(field, str(error))]) from None
 
 
 def missing_for_publishing(fields: dict[str, Any], required: tuple[str, ...]) -> list[str]:
@@ -145,10 +140,8 @@ async def act(
 async def publish_due(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
     """Publish a scheduled unit whose time has come; False if it no longer is one."""
     record = await locked(conn, unit_id, None, who)
-    scheduled = record.publishing["scheduledAt"]
-    if record.publishing["status"] != "scheduled" or scheduled is None:
-        return False
-    if datetime.fromisoformat(scheduled.replace("Z", "+00:00")) > datetime.now(UTC):
+    scheduled = parse_time(record.publishing["scheduledAt"])
+    if record.publishing["status"] != "scheduled" or scheduled is None or scheduled > utcnow():
         return False
     before = dict(record.publishing)
     _moved(record, "publish", PublishingAction(action="publish"), None)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import orjson
 
-from units_api.db import format_time
+from units_api.db import format_time, parse_time
 from units_api.http.json import dumps, load_stored
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import FIELD_COLUMNS
@@ -74,13 +74,6 @@ class UnitRecord:
             publishing=stored["publishing"],
             availability=stored["availability"],
         )
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """A time the record shows (RFC 3339, UTC) back to a datetime."""
-    if value is None:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, Any]]:
