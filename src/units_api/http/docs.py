@@ -56,22 +56,20 @@ def json_body(schema: str, media_types: tuple[str, ...] = ("application/json",))
     }
 
 
-def query(name: str, description: str) -> dict[str, Any]:
-    """A documented query parameter that the handler reads itself (no per-request binding)."""
+def _parameter(name: str, where: str, description: str) -> dict[str, Any]:
     return {
         "name": name,
-        "in": "query",
+        "in": where,
         "required": False,
         "description": description,
         "schema": {"type": "string"},
     }
+
+
+def query(name: str, description: str) -> dict[str, Any]:
+    """A documented query parameter that the handler reads itself (no per-request binding)."""
+    return _parameter(name, "query", description)
 
 
 def header(name: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "header",
-        "required": False,
-        "description": description,
-        "schema": {"type": "string"},
-    }
+    return _parameter(name, "header", description)
