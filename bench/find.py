@@ -33,6 +33,7 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
 from units_api.search.index import count_matches, newest_matches, search_condition
+from units_api.search.normalize import query_tokens
 from units_api.units.listing import SortKey
 from units_api.units.repository import _order_by, count_all, docs_query
 from units_api.units.seeding import seed_units
@@ -104,13 +105,13 @@ def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
     condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
     condition = condition & search_condition(params.get("q"), "postgresql")
     if counting and "q" in params and "p" not in params:  # counted in the search table
-        return select(count_matches(params["q"], "postgresql"))
+        return select(count_matches(tuple(query_tokens(params["q"])), "postgresql"))
     if counting and "p" not in params:  # every unit: the counters
         return select(count_all())
     if counting:
         return select(func.count()).select_from(units).where(condition)
     if "q" in params and "p" not in params:  # a search alone: the service's own path
-        return docs_query(newest_matches(params["q"], True, 21, 0), True)
+        return docs_query(newest_matches(tuple(query_tokens(params["q"])), True, 21, 0), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
     return select(units.c.doc).where(condition).order_by(*_order_by(sort, "postgresql")).limit(21)
 

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ColumnElement,
     ScalarSelect,
     Subquery,
+    TextClause,
     Uuid,
     bindparam,
     column,
@@ -38,11 +39,8 @@ _PG_UPSERT = text(
     "SELECT id, created_at, array_to_tsvector(:words) FROM units WHERE id = :id "
     "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector"
 ).bindparams(bindparam("words", type_=None))
-_PG_TABLE = table(
-    "unit_search",
-    column("unit_id", Uuid()),
-    column("created_at", UTCDateTime()),
-)
+# The columns queries read (created_at exists on PostgreSQL only; migration 0005).
+_SEARCH = table("unit_search", column("unit_id", Uuid()), column("created_at", UTCDateTime()))
 _PG_DELETE = text("DELETE FROM unit_search WHERE unit_id = :id")
 
 
@@ -74,50 +72,53 @@ async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
         await conn.execute(_SQLITE_DELETE, {"rowid": fts_rowid(unit_id)})
 
 
-def count_matches(q: str, dialect: str) -> ScalarSelect[Any]:
-    """How many units match a search alone, counted in the index's table without a join."""
-    words = query_tokens(q)
+Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
+
+
+def _matches(words: Words, dialect: str) -> TextClause:
+    """The search table's rows whose text has every word, each as a word or a word prefix."""
     if dialect == "postgresql":
-        where = text("vector @@ CAST(:q AS tsquery)").bindparams(q=_pg_query(words))
-    else:
-        where = text("unit_search MATCH :q").bindparams(q=_fts_query(words))
-    return select(func.count()).select_from(text("unit_search")).where(where).scalar_subquery()
+        return text("vector @@ CAST(:q AS tsquery)").bindparams(q=_pg_query(words))
+    return text("unit_search MATCH :q").bindparams(q=_fts_query(words))
 
 
-def _pg_query(words: list[str]) -> str:
+def _pg_query(words: Words) -> str:
     return " & ".join("'" + word.replace("'", "''") + "':*" for word in words)
 
 
-def _fts_query(words: list[str]) -> str:
+def _fts_query(words: Words) -> str:
     return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
 
 
 def search_condition(q: str | None, dialect: str) -> ColumnElement[bool]:
     """The condition for a search text; one with no words matches every unit."""
-    words = query_tokens(q or "")
-    return match(words, dialect) if words else true()
+    return match(tuple(query_tokens(q or "")), dialect)
 
 
-def match(words: list[str], dialect: str) -> ColumnElement[bool]:
-    """Units whose text has every word, each as a word or a word prefix."""
-    if dialect == "postgresql":
-        found = text("SELECT unit_id FROM unit_search WHERE vector @@ CAST(:q AS tsquery)")
-        return units.c.id.in_(found.bindparams(q=_pg_query(words)).columns(units.c.id))
-    found = text("SELECT unit_id FROM unit_search WHERE unit_search MATCH :q")
-    return units.c.id.in_(found.bindparams(q=_fts_query(words)).columns(units.c.id))
+def match(words: Words, dialect: str) -> ColumnElement[bool]:
+    """Units whose text has every word (every unit for no words)."""
+    if not words:
+        return true()
+    return units.c.id.in_(select(_SEARCH.c.unit_id).where(_matches(words, dialect)))
 
 
-def newest_matches(q: str, descending: bool, limit: int, offset: int) -> Subquery:
+def count_matches(words: Words, dialect: str) -> ScalarSelect[Any]:
+    """How many units match a search alone, counted in the search table without a join."""
+    return (
+        select(func.count()).select_from(_SEARCH).where(_matches(words, dialect)).scalar_subquery()
+    )
+
+
+def newest_matches(words: Words, descending: bool, limit: int, offset: int) -> Subquery:
     """PostgreSQL: a page of matching unit ids in creation order, from the search table alone.
 
     The table holds each unit's creation time, indexed, so this walks it in that order and
     checks each row's words (or, for rare words, sorts the few matches the GIN index finds).
     """
-    created, unit_id = _PG_TABLE.c.created_at, _PG_TABLE.c.unit_id
-    where = text("vector @@ CAST(:q AS tsquery)").bindparams(q=_pg_query(query_tokens(q)))
+    created, unit_id = _SEARCH.c.created_at, _SEARCH.c.unit_id
     return (
         select(unit_id, created)
-        .where(where)
+        .where(_matches(words, "postgresql"))
         .order_by(*((created.desc(), unit_id.desc()) if descending else (created, unit_id)))
         .limit(limit)
         .offset(offset)

@@ -14,8 +14,7 @@ from units_api.db import Database
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
-from units_api.search.index import count_matches, newest_matches, search_condition
-from units_api.search.normalize import query_tokens
+from units_api.search.index import count_matches, match, newest_matches
 from units_api.units import repository
 from units_api.units.counting import CountCache
 from units_api.units.listing import ListParams
@@ -57,7 +56,7 @@ def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None)
         and policy is None
         and len(params.sort) == 1
         and params.sort[0].field == "createdAt"
-        and bool(query_tokens(params.q or ""))
+        and bool(params.words)
     )
 
 
@@ -66,9 +65,9 @@ def _exact_count(
 ) -> ScalarSelect[Any]:
     """The cheapest exact count: the counters, the search index alone, or the query."""
     if params.filter is None and policy is None:
-        if not query_tokens(params.q or ""):
+        if not params.words:
             return repository.count_all()
-        return count_matches(params.q or "", dialect)
+        return count_matches(params.words, dialect)
     return repository.count(condition)
 
 
@@ -83,13 +82,13 @@ async def list_units(
     condition = and_(
         to_condition(params.filter, db.dialect),
         to_condition(policy, db.dialect, "policy"),
-        search_condition(params.q, db.dialect),
+        match(params.words, db.dialect),
     )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
         if _newest_matches_alone(db, params, policy):
             descending = params.sort[0].descending
-            hits = newest_matches(params.q or "", descending, params.limit + 1, offset)
+            hits = newest_matches(params.words, descending, params.limit + 1, offset)
             docs, version = await repository.docs_of(conn, hits, descending)
         else:
             docs, version = await repository.list_docs(
@@ -103,7 +102,7 @@ async def list_units(
             # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
             budget = count_budget_ms if mode == "default" else None
             mode = "exact"
-            key = (params.filter, policy, tuple(query_tokens(params.q or "")))
+            key = (params.filter, policy, params.words)
             counting = _exact_count(params, policy, condition, db.dialect)
             total = await counts.total(conn, key, version, counting, budget)
             if total is None:

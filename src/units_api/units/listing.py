@@ -10,6 +10,7 @@ from starlette.requests import Request
 from units_api.errors import InvalidParameter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
+from units_api.search.normalize import query_tokens
 from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
 
 MAX_LIMIT = 100
@@ -47,6 +48,7 @@ class ListParams:
     fields: tuple[str, ...] | None
     filter: Node | None
     q: str | None
+    words: tuple[str, ...]  # of q, normalised once
     count: CountMode
 
 
@@ -121,5 +123,6 @@ def parse_list_params(request: Request) -> ListParams:
         fields=_fields(query.get("fields")),
         filter=parse_filter(raw_filter, "p") if raw_filter is not None else None,
         q=q,
+        words=tuple(query_tokens(q or "")),
         count=_count_mode(request.headers.get("prefer")),
     )
