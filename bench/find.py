@@ -35,7 +35,7 @@ from units_api.migrate import upgrade
 from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.search.normalize import query_tokens
 from units_api.units.listing import SortKey
-from units_api.units.repository import _order_by, count_all, docs_query
+from units_api.units.repository import count_all, hits_query, page_query
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
@@ -111,9 +111,9 @@ def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
     if counting:
         return select(func.count()).select_from(units).where(condition)
     if "q" in params and "p" not in params:  # a search alone: the service's own path
-        return docs_query(newest_matches(tuple(query_tokens(params["q"])), True, 21, 0), True)
+        return hits_query(newest_matches(tuple(query_tokens(params["q"])), True, 21, 0), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
-    return select(units.c.doc).where(condition).order_by(*_order_by(sort, "postgresql")).limit(21)
+    return page_query(condition, sort, 21, 0, "postgresql")
 
 
 async def explain(url: str) -> dict[str, float]:

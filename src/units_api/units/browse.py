@@ -89,11 +89,12 @@ async def list_units(
         if _newest_matches_alone(db, params, policy):
             descending = params.sort[0].descending
             hits = newest_matches(params.words, descending, params.limit + 1, offset)
-            docs, version = await repository.docs_of(conn, hits, descending)
+            query = repository.hits_query(hits, descending)
         else:
-            docs, version = await repository.list_docs(
-                conn, condition, params.sort, params.limit + 1, offset
+            query = repository.page_query(
+                condition, params.sort, params.limit + 1, offset, db.dialect
             )
+        docs, version = await repository.read_page(conn, query)
         mode: str = params.count
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":

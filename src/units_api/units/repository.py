@@ -163,35 +163,21 @@ def _order_by(sort: Sequence[SortKey], dialect: str) -> list[Any]:
     return [*clauses, tie]
 
 
-async def list_docs(
-    conn: AsyncConnection,
-    condition: ColumnElement[bool],
-    sort: Sequence[SortKey],
-    limit: int,
-    offset: int,
-) -> tuple[list[str], int | None]:
-    """A page of records, and the change version they were read at (None for no rows)."""
-    query = (
+def page_query(
+    condition: ColumnElement[bool], sort: Sequence[SortKey], limit: int, offset: int, dialect: str
+) -> Select[Any]:
+    """A page of records with the change version they are read at."""
+    return (
         select(units.c.doc, version_column())
         .where(condition)
-        .order_by(*_order_by(sort, conn.dialect.name))
+        .order_by(*_order_by(sort, dialect))
         .limit(limit)
         .offset(offset)
     )
-    rows = (await conn.execute(query)).all()
-    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
 
 
-async def docs_of(
-    conn: AsyncConnection, hits: Subquery, descending: bool
-) -> tuple[list[str], int | None]:
-    """The records of a page of (unit_id, created_at) hits, in the hits' order, and the
-    change version they were read at."""
-    rows = (await conn.execute(docs_query(hits, descending))).all()
-    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
-
-
-def docs_query(hits: Subquery, descending: bool) -> Select[Any]:
+def hits_query(hits: Subquery, descending: bool) -> Select[Any]:
+    """The records of a page of (unit_id, created_at) hits, in their order, with the version."""
     order = (
         (hits.c.created_at.desc(), hits.c.unit_id.desc())
         if descending
@@ -202,6 +188,12 @@ def docs_query(hits: Subquery, descending: bool) -> Select[Any]:
         .select_from(hits.join(units, units.c.id == hits.c.unit_id))
         .order_by(*order)
     )
+
+
+async def read_page(conn: AsyncConnection, query: Select[Any]) -> tuple[list[str], int | None]:
+    """The records of a page query, and the change version they were read at (None for none)."""
+    rows = (await conn.execute(query)).all()
+    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
 
 
 def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
