@@ -17,14 +17,14 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
 from units_api.search.index import search_condition
-from units_api.units.counting import CountCache, version_column
+from units_api.units.counting import CHANGE_VERSION, CountCache
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
 
 async def version(api: Api) -> int:
     async with api.context.db.read() as conn:
-        return int((await conn.execute(select(version_column()))).scalar_one())
+        return int((await conn.execute(select(CHANGE_VERSION))).scalar_one())
 
 
 async def total(api: Api, query: str) -> int:

@@ -25,12 +25,14 @@ TOO_SLOW = -1  # stored for a question whose count ran past its budget at that v
 QUERY_CANCELED = "57014"
 
 
-_VERSION = select(func.coalesce(func.sum(unit_counters.c.changes), 0)).scalar_subquery()
+# The change version, as a column any statement can carry.
+CHANGE_VERSION = select(func.coalesce(func.sum(unit_counters.c.changes), 0)).scalar_subquery()
 
 
-def version_column() -> ScalarSelect[Any]:
-    """The change version, as a column any statement can carry (built once: it never varies)."""
-    return _VERSION
+def _serves(total: int | None, budget_ms: int | None) -> bool:
+    """Whether a remembered total answers a request: one that ran out of time does only for a
+    request with a budget (a request asking for the exact total counts, however long)."""
+    return total is not None and (total != TOO_SLOW or bool(budget_ms))
 
 
 class CountCache:
@@ -41,16 +43,13 @@ class CountCache:
         self._entries: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
         self._pending: dict[Hashable, asyncio.Future[tuple[int, int] | None]] = {}
         self.hits = 0
-        self.misses = 0
         self.counted = 0
 
     def get(self, key: Hashable, version: int | None) -> int | None:
         entry = self._entries.get(key)
         if entry is None or version is None or entry[0] != version:
-            self.misses += 1
             return None
         self._entries.move_to_end(key)
-        self.hits += 1
         return entry[1]
 
     def put(self, key: Hashable, version: int, total: int) -> None:
@@ -71,18 +70,16 @@ class CountCache:
     ) -> int | None:
         """The total `counting` gives, from the cache when `version` is still current; None
         when counting it takes longer than `budget_ms` (PostgreSQL; nothing is left running)."""
-        cached = self.get(key, version)
-        if cached is not None and (cached != TOO_SLOW or budget_ms):
-            return None if cached == TOO_SLOW else cached
-        # Requests arriving together with the same question wait for one count, not one each.
+        found = self.get(key, version)
         pending = self._pending.get(key)
-        if pending is not None:
+        if not _serves(found, budget_ms) and pending is not None:
+            # Requests arriving together with the same question wait for one count.
             answer = await asyncio.shield(pending)
-            if answer is not None and version is not None and answer[0] == version:
-                if answer[1] != TOO_SLOW:
-                    return answer[1]
-                if budget_ms:
-                    return None
+            same = answer is not None and version is not None and answer[0] == version
+            found = answer[1] if answer is not None and same else None
+        if _serves(found, budget_ms):
+            self.hits += 1
+            return None if found == TOO_SLOW else found
         return await self._count(conn, key, version, counting, budget_ms)
 
     async def _count(
@@ -113,7 +110,7 @@ async def _within_budget(
     conn: AsyncConnection, version: int | None, counting: ScalarSelect[Any], budget_ms: int | None
 ) -> tuple[int, int]:
     """(version, total) read in one statement, or (the page's version, TOO_SLOW)."""
-    statement = select(version_column(), counting)
+    statement = select(CHANGE_VERSION, counting)
     if not budget_ms or conn.dialect.name != "postgresql":
         row = (await conn.execute(statement)).one()
         return int(row[0]), int(row[1] or 0)

@@ -26,7 +26,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow
-from units_api.units.counting import version_column
+from units_api.units.counting import CHANGE_VERSION
 from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -168,7 +168,7 @@ def page_query(
 ) -> Select[Any]:
     """A page of records with the change version they are read at."""
     return (
-        select(units.c.doc, version_column())
+        select(units.c.doc, CHANGE_VERSION)
         .where(condition)
         .order_by(*_order_by(sort, dialect))
         .limit(limit)
@@ -184,7 +184,7 @@ def hits_query(hits: Subquery, descending: bool) -> Select[Any]:
         else (hits.c.created_at, hits.c.unit_id)
     )
     return (
-        select(units.c.doc, version_column())
+        select(units.c.doc, CHANGE_VERSION)
         .select_from(hits.join(units, units.c.id == hits.c.unit_id))
         .order_by(*order)
     )
