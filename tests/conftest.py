@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,22 +66,24 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
+@contextmanager
+def fresh_postgres(prefix: str) -> Iterator[str]:
+    """A PostgreSQL database of its own, dropped afterwards; skipped with no server."""
     need_service(PG_URL, "database")
     assert PG_URL
-    name = f"units_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
-    url = _asyncpg_dsn(PG_URL, name)
-    upgrade(url)
-    yield url
-    asyncio.run(
-        _admin_sql(
-            PG_URL,
-            f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
-            f'DROP DATABASE IF EXISTS "{name}"',
-        )
-    )
+    try:
+        yield _asyncpg_dsn(PG_URL, name)
+    finally:
+        asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    with fresh_postgres("units_test") as url:
+        upgrade(url)
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 from alembic import command
 from sqlalchemy import func, select
 
-from tests.conftest import PG_URL, _admin_sql, _asyncpg_dsn, need_service
+from tests.conftest import fresh_postgres
 from units_api.db import Database, create_engine, utcnow, uuid7
 from units_api.migrate import alembic_config, head_revision
 from units_api.search.index import search_condition
@@ -25,12 +24,8 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/migrations.db"
         return
-    need_service(PG_URL, "database")
-    assert PG_URL
-    name = f"units_mig_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
-    yield _asyncpg_dsn(PG_URL, name)
-    asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_postgres("units_mig") as url:
+        yield url
 
 
 async def insert_old_unit(url: str) -> None:

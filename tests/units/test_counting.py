@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import and_, func, select, update
 
-from tests.conftest import PG_URL, Api, _admin_sql, _asyncpg_dsn, need_service, start_api
+from tests.conftest import Api, fresh_postgres, start_api
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
@@ -178,21 +178,16 @@ async def test_totals_match_a_fresh_count_after_random_writes(api: Api, seed: in
 @pytest.fixture
 def seeded_postgres() -> Iterator[str]:
     """A database of its own with 3,000 seeded units (PostgreSQL only)."""
-    need_service(PG_URL, "database")
-    assert PG_URL
-    name = f"units_budget_{uuid.uuid4().hex[:10]}"
-    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
-    url = _asyncpg_dsn(PG_URL, name)
-    upgrade(url)
 
-    async def seed() -> None:
+    async def seed(url: str) -> None:
         db = Database(create_engine(url, 2))
         await seed_units(db, 3000, seed=3)
         await db.dispose()
 
-    asyncio.run(seed())
-    yield url
-    asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_postgres("units_budget") as url:
+        upgrade(url)
+        asyncio.run(seed(url))
+        yield url
 
 
 async def test_an_unasked_total_past_its_budget_is_estimated(seeded_postgres: str) -> None:
