@@ -36,7 +36,8 @@ from units_api.auth.service import create_key
 from units_api.db import Database, create_engine
 from units_api.http.json import dumps
 from units_api.migrate import upgrade
-from units_api.units.seeding import fake_unit, seed_units
+from units_api.sample_data import fake_unit
+from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
 SCENARIOS = {"GET one unit": "get", "POST create": "create", "PATCH one field": "patch"}

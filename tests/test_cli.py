@@ -93,7 +93,7 @@ def test_keys_create_with_a_policy(db_url: str) -> None:
 
 
 def test_seed_is_reproducible(tmp_path: Path) -> None:
-    from units_api.units.seeding import fake_units
+    from units_api.sample_data import fake_units
 
     assert list(fake_units(5, 42)) == list(fake_units(5, 42))
     assert list(fake_units(5, 42)) != list(fake_units(5, 43))

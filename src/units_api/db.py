@@ -177,6 +177,21 @@ def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> A
     )
 
 
+async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+    """PostgreSQL: the asyncpg connection under `conn`, inside `conn`'s transaction.
+
+    The hottest writes run as prepared statements on it: the SQLAlchemy layer costs more
+    than those statements themselves. SQLAlchemy opens its transaction at the first
+    statement it runs, so it is opened here when none has run yet (the adapter's own
+    method, so SQLAlchemy commits or rolls it back as usual).
+    """
+    raw = await conn.get_raw_connection()
+    adapted: Any = raw.dbapi_connection
+    if adapted._transaction is None:
+        await adapted._start_transaction()
+    return raw.driver_connection
+
+
 async def _keep_session(_connection: asyncpg.Connection) -> None:
     """The fast pool only runs plain SELECTs, so no session state needs resetting."""
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Api
 from units_api.filters.fields import FIELDS
-from units_api.units.seeding import fake_unit
+from units_api.sample_data import fake_unit
 
 SELECTORS = [
     "name",

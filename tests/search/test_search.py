@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Api
+from units_api.sample_data import fake_unit
 from units_api.search.normalize import query_tokens, record_tokens
-from units_api.units.seeding import fake_unit
 
 
 async def search(api: Api, scope: str, q: str) -> set[str]:

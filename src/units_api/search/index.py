@@ -6,7 +6,6 @@ word prefix, so they give the same answers. Writes happen in the unit's own tran
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from sqlalchemy import (
@@ -15,7 +14,6 @@ from sqlalchemy import (
     Subquery,
     TextClause,
     Uuid,
-    bindparam,
     column,
     func,
     select,
@@ -23,55 +21,13 @@ from sqlalchemy import (
     text,
     true,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import UTCDateTime
 from units_api.search.normalize import query_tokens
 from units_api.units.tables import units
 
-# SQLite: the FTS rowid is taken from the unit id's random bits, so a unit's row is found
-# without a lookup; the `ascii` tokenizer keeps our already-normalised words whole.
-_SQLITE_DELETE = text("DELETE FROM unit_search WHERE rowid = :rowid")
-_SQLITE_INSERT = text("INSERT INTO unit_search (rowid, unit_id, body) VALUES (:rowid, :id, :body)")
-# The creation time is read from the unit's row, written just before in the same transaction.
-_PG_UPSERT = text(
-    "INSERT INTO unit_search (unit_id, created_at, vector) "
-    "SELECT id, created_at, array_to_tsvector(:words) FROM units WHERE id = :id "
-    "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector"
-).bindparams(bindparam("words", type_=None))
 # The columns queries read (created_at exists on PostgreSQL only; migration 0005).
 _SEARCH = table("unit_search", column("unit_id", Uuid()), column("created_at", UTCDateTime()))
-_PG_DELETE = text("DELETE FROM unit_search WHERE unit_id = :id")
-
-
-def fts_rowid(unit_id: uuid.UUID) -> int:
-    return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
-
-
-async def write(conn: AsyncConnection, unit_id: uuid.UUID, words: list[str]) -> None:
-    await write_many(conn, [(unit_id, words)])
-
-
-async def write_many(conn: AsyncConnection, entries: list[tuple[uuid.UUID, list[str]]]) -> None:
-    if not entries:
-        return
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_PG_UPSERT, [{"id": i, "words": w} for i, w in entries])
-        return
-    await conn.execute(_SQLITE_DELETE, [{"rowid": fts_rowid(i)} for i, _ in entries])
-    await conn.execute(
-        _SQLITE_INSERT,
-        [{"rowid": fts_rowid(i), "id": i.hex, "body": " ".join(w)} for i, w in entries],
-    )
-
-
-async def remove(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_PG_DELETE, {"id": unit_id})
-    else:
-        await conn.execute(_SQLITE_DELETE, {"rowid": fts_rowid(unit_id)})
-
-
 Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
 
 

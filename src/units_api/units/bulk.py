@@ -12,22 +12,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import ColumnElement, and_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import utcnow
 from units_api.errors import ApiError, BulkFailed, ValidationFailed
-from units_api.events.recorder import record_events
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
-from units_api.http.json import dumps
-from units_api.search import index as search_index
-from units_api.search.normalize import record_tokens, touches_search
-from units_api.units import repository
+from units_api.search.normalize import touches_search
+from units_api.units import changes, repository
 from units_api.units.merge_patch import merge_patch
-from units_api.units.record import UnitRecord, actor_text, diff
+from units_api.units.record import UnitRecord, diff
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.service import Caller, Vocabularies
 from units_api.units.validation import check_patch_keys, validate_unit
@@ -167,9 +162,9 @@ async def _plan(
         except ValidationFailed as exc:
             outcome.failures[item.index] = _failure(item.index, str(item.unit_id), 422, exc.errors)
             continue
-        changes = diff(record.fields, fields)
-        if changes:
-            outcome.planned.append((item, record, fields, changes))
+        diffs = diff(record.fields, fields)
+        if diffs:
+            outcome.planned.append((item, record, fields, diffs))
         else:
             outcome.unchanged[item.index] = (item.unit_id, record.version)
     return outcome
@@ -187,48 +182,22 @@ async def _write(
     who: Caller,
 ) -> dict[int, int]:
     """Write every planned change; returns each item's new version by index."""
-    now, actor = utcnow(), who.actor
-    updates, history, events, words, versions = [], [], [], [], {}
-    for item, base, fields, changes in planned:
+    batch = []
+    for _, base, fields, diffs in planned:
         record = UnitRecord(
             base.id,
-            base.version + 1,
+            base.version,
             base.created_at,
-            now,
+            base.updated_at,
             fields,
             base.publishing,
             base.availability,
         )
-        columns = record.columns()
-        updates.append({**columns, "unit_id": record.id})
-        history.append(
-            {
-                "unit_id": record.id,
-                "version": record.version,
-                "at": now,
-                "actor": actor_text(actor),
-                "action": "bulk",
-                "changes": dumps(changes).decode(),
-            }
-        )
-        events.append(
-            {
-                "type": "unit.updated",
-                "unit_id": record.id,
-                "version": record.version,
-                "actor": actor,
-                "data": {"unit": orjson.Fragment(columns["doc"]), "changes": changes},
-            }
-        )
-        if touches_search(changes):
-            words.append((record.id, record_tokens(fields)))
-        versions[item.index] = record.version
-    if updates:
-        await repository.update_many(conn, updates)
-        await search_index.write_many(conn, words)
-        await repository.insert_history_many(conn, history)
-        await record_events(conn, events)
-    return versions
+        batch.append(changes.Change(record, "bulk", "unit.updated", diffs, touches_search(diffs)))
+    await changes.write(conn, "update", batch, who.actor)
+    return {
+        item.index: change.record.version for (item, *_), change in zip(planned, batch, strict=True)
+    }
 
 
 async def _breaching(conn: AsyncConnection, outcome: _Outcome, who: Caller) -> set[uuid.UUID]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -14,13 +13,9 @@ from sqlalchemy import (
     Select,
     Subquery,
     and_,
-    bindparam,
-    delete,
     func,
     or_,
     select,
-    text,
-    update,
 )
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -28,17 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.db import Database, utcnow
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.listing import SORTABLE, SortKey
-from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
-
-# Statements are built once and run with separate parameters: building them per call
-# (`.values(**row)`) costs more than the round trip.
-_INSERT_UNIT = units.insert()
-_UPDATE_UNIT = update(units).where(units.c.id == bindparam("unit_id"))
-_INSERT_HISTORY = unit_history.insert()
-
-
-async def insert(conn: AsyncConnection, values: dict[str, Any]) -> None:
-    await conn.execute(_INSERT_UNIT, values)
+from units_api.units.tables import unit_counters, unit_history, units
 
 
 async def fetch_doc(
@@ -86,18 +71,6 @@ async def matches(
     return (await conn.execute(query)).first() is not None
 
 
-async def update_row(conn: AsyncConnection, unit_id: uuid.UUID, values: dict[str, Any]) -> None:
-    await conn.execute(_UPDATE_UNIT, {**values, "unit_id": unit_id})
-
-
-async def delete_row(conn: AsyncConnection, unit_id: uuid.UUID) -> None:
-    await conn.execute(delete(units).where(units.c.id == unit_id))
-
-
-async def insert_history(conn: AsyncConnection, values: dict[str, Any]) -> None:
-    await conn.execute(_INSERT_HISTORY, values)
-
-
 async def history_page(
     conn: AsyncConnection, unit_id: uuid.UUID, before: int | None, limit: int
 ) -> list[RowMapping]:
@@ -114,25 +87,6 @@ async def history_page(
 
 TEXT_SORT_FIELDS = ("name", "city", "type")
 NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
-_BUMP_COUNT = (
-    update(unit_counters)
-    .where(unit_counters.c.shard == bindparam("which"))
-    .values(n=unit_counters.c.n + bindparam("delta"))
-)
-
-
-# On PostgreSQL the shard comes from the transaction id, as in the change trigger: a
-# transaction then locks one counter row at most, so two writers cannot deadlock on them.
-_BUMP_COUNT_PG = text("UPDATE unit_counters SET n = n + :delta WHERE shard = txid_current() % 16")
-
-
-async def bump_count(conn: AsyncConnection, delta: int) -> None:
-    if conn.dialect.name == "postgresql":
-        await conn.execute(_BUMP_COUNT_PG, {"delta": delta})
-        return
-    await conn.execute(_BUMP_COUNT, {"which": random.randrange(COUNTER_SHARDS), "delta": delta})
-
-
 _COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
 
 
@@ -304,14 +258,6 @@ async def matching_ids(
 ) -> list[uuid.UUID]:
     query = select(units.c.id).where(condition).order_by(units.c.id).limit(limit)
     return list((await conn.execute(query)).scalars())
-
-
-async def update_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
-    await conn.execute(_UPDATE_UNIT, rows)
-
-
-async def insert_history_many(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
-    await conn.execute(_INSERT_HISTORY, rows)
 
 
 async def outside(

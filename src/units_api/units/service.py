@@ -18,20 +18,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, format_time, utcnow, uuid7
 from units_api.errors import Forbidden, InvalidParameter, NotFound, ValidationFailed
-from units_api.events.recorder import record_event
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
-from units_api.http.json import dumps
-from units_api.search import index as search_index
-from units_api.search.normalize import record_tokens, touches_search
-from units_api.units import repository
+from units_api.search.normalize import touches_search
+from units_api.units import changes, repository
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
     UnitRecord,
-    actor_text,
-    creation_changes,
     diff,
     new_availability,
     new_publishing,
@@ -105,31 +100,6 @@ async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who:
         raise Forbidden("The result would fall outside this API key's policy.")
 
 
-async def _log_change(
-    conn: AsyncConnection,
-    record: UnitRecord,
-    action: str,
-    changes: dict[str, Any],
-    actor: dict[str, Any],
-    event_type: str,
-    event_data: dict[str, Any],
-) -> None:
-    await repository.insert_history(
-        conn,
-        {
-            "unit_id": record.id,
-            "version": record.version,
-            "at": record.updated_at,
-            "actor": actor_text(actor),
-            "action": action,
-            "changes": dumps(changes).decode(),
-        },
-    )
-    await record_event(
-        conn, event_type, unit_id=record.id, version=record.version, actor=actor, data=event_data
-    )
-
-
 async def create(
     conn: AsyncConnection, body: Any, who: Caller, vocabularies: Vocabularies
 ) -> Written:
@@ -144,22 +114,10 @@ async def create(
         publishing=new_publishing(),
         availability=new_availability(now),
     )
-    columns = record.columns()
-    await repository.insert(conn, {"id": record.id, "created_at": now, **columns})
-    await repository.bump_count(conn, 1)
-    await search_index.write(conn, record.id, record_tokens(fields))
+    change = changes.created(record)
+    await changes.write(conn, "insert", [change], who.actor)
     await _require_within_policy(conn, record.id, who)
-    document = orjson.Fragment(columns["doc"])
-    await _log_change(
-        conn,
-        record,
-        "create",
-        creation_changes(fields),
-        who.actor,
-        "unit.created",
-        {"unit": document},
-    )
-    return Written(record.id, record.version, columns["doc"].encode())
+    return Written(record.id, record.version, change.doc.encode())
 
 
 async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
@@ -191,20 +149,14 @@ async def _apply(
     action: str,
     who: Caller,
 ) -> Written:
-    changes = diff(record.fields, fields)
-    if not changes:
+    diffs = diff(record.fields, fields)
+    if not diffs:
         return Written(record.id, record.version, record.render())
     record.fields = fields
-    record.version += 1
-    record.updated_at = utcnow()
-    columns = record.columns()
-    await repository.update_row(conn, record.id, columns)
-    if touches_search(changes):
-        await search_index.write(conn, record.id, record_tokens(fields))
+    change = changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
+    await changes.write(conn, "update", [change], who.actor)
     await _require_within_policy(conn, record.id, who)
-    data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
-    await _log_change(conn, record, action, changes, who.actor, "unit.updated", data)
-    return Written(record.id, record.version, columns["doc"].encode())
+    return Written(record.id, record.version, change.doc.encode())
 
 
 async def replace(
@@ -243,15 +195,7 @@ async def delete(
     conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
 ) -> None:
     record = await locked(conn, unit_id, if_match, who)
-    last = record.render()
-    await search_index.remove(conn, unit_id)
-    await repository.delete_row(conn, unit_id)
-    await repository.bump_count(conn, -1)
-    record.version += 1
-    record.updated_at = utcnow()
-    await _log_change(
-        conn, record, "delete", {}, who.actor, "unit.deleted", {"unit": orjson.Fragment(last)}
-    )
+    await changes.write(conn, "delete", [changes.deleted(record)], who.actor)
 
 
 def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
@@ -292,14 +236,10 @@ async def save_state(
     who: Caller,
     action: str,
     event_type: str,
-    changes: dict[str, Any],
+    diffs: dict[str, Any],
 ) -> Written:
     """Persist a state machine's move: a new version, history entry and event."""
-    record.version += 1
-    record.updated_at = utcnow()
-    columns = record.columns()
-    await repository.update_row(conn, record.id, columns)
+    change = changes.Change(record, action, event_type, diffs, search=False)
+    await changes.write(conn, "update", [change], who.actor)
     await _require_within_policy(conn, record.id, who)
-    data = {"unit": orjson.Fragment(columns["doc"]), "changes": changes}
-    await _log_change(conn, record, action, changes, who.actor, event_type, data)
-    return Written(record.id, record.version, columns["doc"].encode())
+    return Written(record.id, record.version, change.doc.encode())

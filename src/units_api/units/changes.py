@@ -1,0 +1,310 @@
+"""The one writer of unit changes: the unit row, its history entry, its outbox event, its
+search words and the unit count, for one unit or a batch.
+
+Single writes, the state machines, bulk updates and seeding all write through here, inside
+the caller's transaction. The writer owns versions: an update or a delete moves the record
+to its next version and time before anything is written.
+
+PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over arrays of the
+rows, run as a prepared statement on the transaction's own asyncpg connection, so a single
+write is one round trip; large inserts go through binary COPY instead. SQLite: one
+statement per table (its single writer makes round trips cheap).
+"""
+
+# The statements below are built once, at import, from the tables' own column names; every
+# value is a parameter.
+# ruff: noqa: S608
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import asyncpg  # type: ignore[import-untyped]
+import orjson
+from sqlalchemy import bindparam, delete, text, update
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import driver_connection, utcnow, uuid7
+from units_api.events.tables import events
+from units_api.http.json import dumps
+from units_api.search.normalize import record_tokens
+from units_api.units.record import UnitRecord, creation_changes
+from units_api.units.tables import unit_counters, unit_history, units
+
+Kind = Literal["insert", "update", "delete"]
+# From this many units an insert is copied in (COPY) rather than sent as arrays.
+COPY_FROM = 500
+
+
+@dataclass(slots=True)
+class Change:
+    """One unit's change. `record` is the unit after the change (a delete: as it was); for
+    an update or delete it still carries the version it was read at."""
+
+    record: UnitRecord
+    action: str  # the history entry's action: create, patch, bulk, publish...
+    event: str  # the event type: unit.created, unit.updated, unit.published...
+    changes: dict[str, Any]  # field-level diff, as history and the event show it
+    search: bool = True  # whether its searchable text changed (its words are rewritten)
+    doc: str = ""  # set by the writer: the record as the event carries it
+
+
+def created(record: UnitRecord, action: str = "create") -> Change:
+    return Change(record, action, "unit.created", creation_changes(record.fields))
+
+
+def deleted(record: UnitRecord) -> Change:
+    return Change(record, "delete", "unit.deleted", {}, search=False)
+
+
+@dataclass(slots=True)
+class Rows:
+    """A batch as the tables receive it: made by `prepare`, written by `write_rows` (it can be
+    made in another process)."""
+
+    kind: Kind
+    units: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    words: list[tuple[uuid.UUID, datetime, list[str]]]
+    deleted_docs: list[str]  # a delete's records as they were
+
+
+def prepare(kind: Kind, batch: Sequence[Change], actor: dict[str, Any]) -> Rows:
+    """The rows of a batch; moves updated and deleted records to their next version."""
+    now = utcnow()
+    actor_text = orjson.dumps(actor).decode()
+    rows = Rows(kind, [], [], [], [], [])
+    for change in batch:
+        record = change.record
+        if kind == "delete":
+            doc = record.render().decode()  # the event carries the unit as it was
+            rows.deleted_docs.append(doc)
+        if kind != "insert":
+            record.version += 1
+            record.updated_at = now
+        if kind != "delete":
+            columns = record.columns()
+            doc = columns["doc"]
+            rows.units.append({"id": record.id, "created_at": record.created_at, **columns})
+        change.doc = doc
+        changes = dumps(change.changes).decode()
+        data = '{"unit":' + doc + (',"changes":' + changes if kind == "update" else "") + "}"
+        rows.history.append(
+            {
+                "unit_id": record.id,
+                "version": record.version,
+                "at": record.updated_at,
+                "actor": actor_text,
+                "action": change.action,
+                "changes": changes,
+            }
+        )
+        rows.events.append(
+            {
+                "id": uuid7(),
+                "type": change.event,
+                "occurred_at": now,
+                "unit_id": record.id,
+                "version": record.version,
+                "actor": actor_text,
+                "data": data,
+            }
+        )
+        if kind != "delete" and change.search:
+            rows.words.append((record.id, record.created_at, record_tokens(record.fields)))
+    return rows
+
+
+async def write(
+    conn: AsyncConnection, kind: Kind, batch: Sequence[Change], actor: dict[str, Any]
+) -> None:
+    """Write a batch of one kind of change (inserts, updates or deletes) in `conn`'s
+    transaction."""
+    if batch:
+        await write_rows(conn, prepare(kind, batch, actor))
+
+
+async def write_rows(conn: AsyncConnection, rows: Rows) -> None:
+    if not rows.history:
+        return
+    if conn.dialect.name != "postgresql":
+        await _write_sqlite(conn, rows)
+        return
+    driver = await driver_connection(conn)
+    if rows.kind == "insert" and len(rows.units) >= COPY_FROM:
+        await _copy_postgres(driver, rows)
+    else:
+        await driver.execute(_PG_STATEMENTS[rows.kind], *_pg_arguments(rows))
+
+
+# --- PostgreSQL -------------------------------------------------------------------------
+
+_PG = postgresql.dialect()  # type: ignore[no-untyped-call]
+_UNIT_COLUMNS = [column.name for column in units.columns]
+_DELETED_COLUMNS = ["id", "version", "updated_at", "doc"]
+# Per row besides the unit's columns: its history entry's and event's own values.
+_EXTRA_COLUMNS = {
+    "action": "text",
+    "changes": "text",
+    "event_id": "uuid",
+    "event_type": "text",
+    "occurred_at": "timestamptz",
+    "words": "text",
+}
+# The counter shard of the change trigger (the transaction's): a transaction holds one row.
+_SHARD = "shard = txid_current() % 16"
+_EVENT_DATA = {
+    "insert": """'{"unit":' || doc || '}'""",
+    "update": """'{"unit":' || doc || ',"changes":' || changes || '}'""",
+    "delete": """'{"unit":' || doc || '}'""",
+}
+
+
+def _rows_cte(names: list[str]) -> str:
+    """`r`: the batch's rows, one array parameter per column ($1 is the actor)."""
+    types = [str(units.c[n].type.compile(dialect=_PG)) for n in names]
+    types += list(_EXTRA_COLUMNS.values())
+    arrays = ", ".join(f"${i + 2}::{kind}[]" for i, kind in enumerate(types))
+    return f"r AS (SELECT * FROM unnest({arrays}) AS r({', '.join([*names, *_EXTRA_COLUMNS])}))"
+
+
+def _pg_statement(kind: Kind) -> str:
+    """One statement for a batch: the rows, then one data-modifying CTE per table."""
+    names = _DELETED_COLUMNS if kind == "delete" else _UNIT_COLUMNS
+    counted = "(SELECT count(*) FROM r)"
+    parts = [
+        _rows_cte(names),
+        "h AS (INSERT INTO unit_history (unit_id, version, at, actor, action, changes) "
+        "SELECT id, version, updated_at, $1, action, changes FROM r)",
+        "e AS (INSERT INTO events (id, type, occurred_at, unit_id, version, actor, data) "
+        f"SELECT event_id, event_type, occurred_at, id, version, $1, {_EVENT_DATA[kind]} FROM r)",
+        # The search row: the unit's words and its creation time, the order a search walks.
+        "w AS (INSERT INTO unit_search (unit_id, created_at, vector) "
+        "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')) FROM r "
+        "WHERE words IS NOT NULL ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector)",
+    ]
+    if kind == "insert":
+        columns = ", ".join(_UNIT_COLUMNS)
+        parts.append(f"u AS (INSERT INTO units ({columns}) SELECT {columns} FROM r)")
+        parts.append(f"c AS (UPDATE unit_counters SET n = n + {counted} WHERE {_SHARD})")
+    elif kind == "update":
+        kept = ("id", "created_at")
+        assignments = ", ".join(f"{n} = r.{n}" for n in _UNIT_COLUMNS if n not in kept)
+        parts.append(f"u AS (UPDATE units SET {assignments} FROM r WHERE units.id = r.id)")
+    else:
+        # Search rows go with their unit (ON DELETE CASCADE); no words are written.
+        parts[3] = "u AS (DELETE FROM units WHERE id IN (SELECT id FROM r))"
+        parts.append(f"c AS (UPDATE unit_counters SET n = n - {counted} WHERE {_SHARD})")
+    return "WITH " + ",\n".join(parts) + "\nSELECT 1"
+
+
+_PG_STATEMENTS: dict[Kind, str] = {
+    kind: _pg_statement(kind) for kind in ("insert", "update", "delete")
+}
+
+
+def _pg_arguments(rows: Rows) -> list[Any]:
+    if rows.kind == "delete":
+        units_part = [
+            [row["unit_id"] for row in rows.history],
+            [row["version"] for row in rows.history],
+            [row["at"] for row in rows.history],
+            rows.deleted_docs,
+        ]
+    else:
+        units_part = [[row[name] for row in rows.units] for name in _UNIT_COLUMNS]
+    words = {unit_id: " ".join(found) for unit_id, _, found in rows.words}
+    return [
+        rows.history[0]["actor"],
+        *units_part,
+        [row["action"] for row in rows.history],
+        [row["changes"] for row in rows.history],
+        [row["id"] for row in rows.events],
+        [row["type"] for row in rows.events],
+        [row["occurred_at"] for row in rows.events],
+        [words.get(row["unit_id"]) for row in rows.history],
+    ]
+
+
+_SEARCH_FROM_ARRAYS = (
+    "INSERT INTO unit_search (unit_id, created_at, vector) "
+    "SELECT u, c, array_to_tsvector(string_to_array(w, ' ')) "
+    "FROM unnest($1::uuid[], $2::timestamptz[], $3::text[]) AS t(u, c, w)"
+)
+
+
+async def _copy_postgres(driver: asyncpg.Connection, rows: Rows) -> None:
+    """A large insert: binary COPY of units, history and events, then words and count."""
+    for table, batch in ((units, rows.units), (unit_history, rows.history), (events, rows.events)):
+        names = list(batch[0])
+        records = [tuple(row[name] for name in names) for row in batch]
+        await driver.copy_records_to_table(table.name, records=records, columns=names)
+    await driver.execute(
+        _SEARCH_FROM_ARRAYS,
+        [unit_id for unit_id, _, _ in rows.words],
+        [created_at for _, created_at, _ in rows.words],
+        [" ".join(words) for _, _, words in rows.words],
+    )
+    await driver.execute(f"UPDATE unit_counters SET n = n + $1 WHERE {_SHARD}", len(rows.units))
+
+
+# --- SQLite -----------------------------------------------------------------------------
+
+_INSERT_UNIT = units.insert()
+_UPDATE_UNIT = update(units).where(units.c.id == bindparam("unit_id"))
+_DELETE_UNIT = delete(units).where(units.c.id == bindparam("unit_id"))
+_KEYS = ("id", "created_at")
+_INSERT_HISTORY = unit_history.insert()
+_INSERT_EVENT = events.insert()
+_BUMP_COUNT = (
+    update(unit_counters)
+    .where(unit_counters.c.shard == 0)
+    .values(n=unit_counters.c.n + bindparam("delta"))
+)
+# The FTS rowid is taken from the unit id's random bits, so a unit's row is found without a
+# lookup; the `ascii` tokenizer keeps the already-normalised words whole.
+_FTS_DELETE = text("DELETE FROM unit_search WHERE rowid = :rowid")
+_FTS_INSERT = text("INSERT INTO unit_search (rowid, unit_id, body) VALUES (:rowid, :id, :body)")
+
+
+def fts_rowid(unit_id: uuid.UUID) -> int:
+    return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
+
+
+async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
+    ids = [row["unit_id"] for row in rows.history]
+    if rows.kind == "insert":
+        await conn.execute(_INSERT_UNIT, rows.units)
+    elif rows.kind == "update":
+        await conn.execute(
+            _UPDATE_UNIT,
+            [
+                {name: value for name, value in row.items() if name not in _KEYS}
+                | {"unit_id": row["id"]}
+                for row in rows.units
+            ],
+        )
+    else:
+        await conn.execute(_DELETE_UNIT, [{"unit_id": unit_id} for unit_id in ids])
+    replaced = ids if rows.kind == "delete" else [unit_id for unit_id, _, _ in rows.words]
+    if rows.kind != "insert" and replaced:
+        await conn.execute(_FTS_DELETE, [{"rowid": fts_rowid(i)} for i in replaced])
+    if rows.words:
+        await conn.execute(
+            _FTS_INSERT,
+            [
+                {"rowid": fts_rowid(unit_id), "id": unit_id.hex, "body": " ".join(words)}
+                for unit_id, _, words in rows.words
+            ],
+        )
+    await conn.execute(_INSERT_HISTORY, rows.history)
+    await conn.execute(_INSERT_EVENT, rows.events)
+    if rows.kind != "update":
+        delta = len(ids) if rows.kind == "insert" else -len(ids)
+        await conn.execute(_BUMP_COUNT, {"delta": delta})
