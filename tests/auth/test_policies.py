@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import Api, unit_body
+from tests.conftest import READY_UNIT, Api, unit_body
 
 
 async def scoped_key(api: Api, policy: str) -> str:
@@ -61,11 +61,19 @@ async def test_creates_outside_the_policy_are_403_and_write_nothing(api: Api) ->
 
 
 async def test_a_published_only_key_sees_no_drafts(api: Api) -> None:
-    unit = await api.create_unit()
+    scope = f"pub-{uuid.uuid4().hex[:8]}"
+    draft = await api.create_unit(**READY_UNIT, subProjectId=scope)
+    shown = await api.create_unit(**READY_UNIT, subProjectId=scope)
+    published = await api.request(
+        "PUT", f"/api/v2/units/publishing-actions/{shown['id']}", json={"action": "publish"}
+    )
+    assert published.status_code == 200, published.text
     key = await api.create_key("units:read", policy="status==published")
-    assert (await api.request("GET", f"/api/v2/units/{unit['id']}", key=key)).status_code == 404
-    listed = await api.request("GET", "/api/v2/units/", key=key)
-    assert listed.json()["data"] == []
+    assert (await api.request("GET", f"/api/v2/units/{draft['id']}", key=key)).status_code == 404
+    listed = await api.request(
+        "GET", "/api/v2/units/", params={"p": f"subProjectId=={scope}"}, key=key
+    )
+    assert [unit["id"] for unit in listed.json()["data"]] == [shown["id"]]
 
 
 async def test_a_sub_project_key_with_nested_policy(api: Api) -> None:
