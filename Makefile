@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format bench bench-single bench-find bench-lifecycle clean
+.PHONY: install run test lint format bench bench-write bench-find bench-lifecycle clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +29,10 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-single bench-find bench-lifecycle
+bench: bench-write bench-find bench-lifecycle
 
-bench-single: $(STAMP)
-	$(BIN)/python bench/run.py $(BENCH_ARGS)
+bench-write: $(STAMP)
+	$(BIN)/python bench/write.py $(WRITE_ARGS)
 
 bench-find: $(STAMP)
 	$(BIN)/python bench/find.py $(FIND_ARGS)

@@ -56,15 +56,21 @@ def start_server(
         str(workers),
     ]
     process = subprocess.Popen(command, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    wait_ready(process, f"http://127.0.0.1:{port}/readyz", log)
+    return process
+
+
+def wait_ready(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Until `url` answers 200; the process is killed if it never does."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                return process
+            if httpx.get(url).status_code == 200:
+                return
         except httpx.TransportError:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit(f"server did not start; see {log}")
+    raise SystemExit(f"{url} did not answer; see {log}")
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -1,11 +1,13 @@
-"""Benchmark of single-unit operations against one real `units-api serve` process.
+"""Benchmark of single-unit writes and reads: one `units-api serve` process beside a bare
+FastAPI + asyncpg app (`bare_app.py`) on the same documents, measured in the same run.
 
 Seeds N units into PostgreSQL, starts the server with every feature on (auth, ETag,
-request ids, JSON access log), loads it with wrk from the same machine, and prints the
-median requests/s, p50 and p99 of several runs per scenario, plus the server's peak RSS.
+request ids, JSON access log) and the bare app, loads each with wrk from the same machine
+(runs alternate between the two, so both see the same noise), and prints the median
+requests/s, p50 and p99 per scenario, the ratio to the bare app, and both peak RSS.
 
-    make bench                         # 100,000 units, 3 runs x 10 s, 32 connections
-    make bench BENCH_ARGS="--units 20000 --runs 1"
+    make bench-write                              # 100,000 units, 3 runs x 10 s, 32 connections
+    make bench-write WRITE_ARGS="--units 20000 --runs 1"
 """
 
 from __future__ import annotations
@@ -17,17 +19,22 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from harness import (
     DEFAULT_DATABASE,
+    HERE,
     RESULTS,
     free_port,
     peak_rss_mb,
     recreate_database,
     run_wrk,
     start_server,
+    wait_ready,
 )
 from sqlalchemy import select
 
@@ -97,6 +104,8 @@ def main() -> None:
     unit_file.write_bytes(dumps(fake_unit(random.Random(7))))
     port = free_port()
     server = start_server(args.database_url, port, args.workers, results_dir / "server.log")
+    bare_port = free_port()
+    bare = start_bare(args.database_url, bare_port, results_dir / "bare.log")
     report: dict[str, Any] = {
         "units": args.units,
         "connections": args.connections,
@@ -105,48 +114,73 @@ def main() -> None:
         "workers": args.workers,
         "seed_units_per_s": seed_rate,
         "scenarios": {},
+        "bare": {},
     }
     try:
         for name, mode in SCENARIOS.items():
             data = unit_file if mode == "create" else ids_file
-            runs = [
-                run_wrk(
-                    f"http://127.0.0.1:{port}",
-                    key,
-                    connections=args.connections,
-                    duration=args.duration,
-                    threads=args.threads,
-                    script="units.lua",
-                    script_args=(mode, str(data)),
-                )
-                for _ in range(args.runs)
-            ]
-            report["scenarios"][name] = {
-                metric: statistics.median(run[metric] for run in runs) for metric in runs[0]
-            }
+            runs: dict[str, list[dict[str, float]]] = {"service": [], "bare": []}
+            for _ in range(args.runs):
+                for which, where in (("service", port), ("bare", bare_port)):
+                    runs[which].append(
+                        run_wrk(
+                            f"http://127.0.0.1:{where}",
+                            key,
+                            connections=args.connections,
+                            duration=args.duration,
+                            threads=args.threads,
+                            script="units.lua",
+                            script_args=(mode, str(data)),
+                        )
+                    )
+            for which, target in (("service", "scenarios"), ("bare", "bare")):
+                report[target][name] = {
+                    metric: statistics.median(run[metric] for run in runs[which])
+                    for metric in runs[which][0]
+                }
         report["peak_rss_mb"] = peak_rss_mb(server.pid)
+        report["bare_peak_rss_mb"] = peak_rss_mb(bare.pid)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    (results_dir / "single_unit.json").write_text(json.dumps(report, indent=2))
+        for process in (server, bare):
+            process.terminate()
+            process.wait(timeout=30)
+    (results_dir / "write.json").write_text(json.dumps(report, indent=2))
     print_report(report)
+
+
+def start_bare(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "BARE_DATABASE_URL": url}
+    command = [sys.executable, "-m", "uvicorn", "bare_app:app", "--port", str(port)]
+    command += ["--no-access-log", "--loop", "uvloop", "--http", "httptools"]
+    process = subprocess.Popen(
+        command, cwd=HERE, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
+    wait_ready(process, f"http://127.0.0.1:{port}/docs", log)
+    return process
 
 
 def print_report(report: dict[str, Any]) -> None:
     print(
         f"\n{report['units']:,} units in PostgreSQL; {report['connections']} connections; "
         f"median of {report['runs']} x {report['duration_s']} s; "
-        f"{report['workers']} server process(es)"
+        f"{report['workers']} server process(es); bare = FastAPI + asyncpg, same documents"
     )
     if report["seed_units_per_s"]:
         print(f"seeding: {report['seed_units_per_s']:,.0f} units/s")
-    print(f"{'scenario':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}")
+    print(
+        f"{'scenario':<18}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'non-2xx':>9}"
+        f"{'bare/s':>9}{'bare p99':>10}{'ratio':>8}"
+    )
     for name, figures in report["scenarios"].items():
+        bare = report["bare"][name]
         print(
-            f"{name:<18}{figures['rps']:>10,.0f}{figures['p50_ms']:>10.2f}"
-            f"{figures['p99_ms']:>10.2f}{figures['non_2xx']:>10,.0f}"
+            f"{name:<18}{figures['rps']:>9,.0f}{figures['p50_ms']:>9.2f}"
+            f"{figures['p99_ms']:>9.2f}{figures['non_2xx']:>9,.0f}"
+            f"{bare['rps']:>9,.0f}{bare['p99_ms']:>10.2f}{figures['rps'] / bare['rps']:>8.2f}"
         )
-    print(f"server peak RSS: {report['peak_rss_mb']:.0f} MB")
+    print(
+        f"peak RSS: server {report['peak_rss_mb']:.0f} MB, bare {report['bare_peak_rss_mb']:.0f} MB"
+    )
 
 
 if __name__ == "__main__":
