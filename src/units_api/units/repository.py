@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, utcnow
+from units_api.db import Database, driver_connection, utcnow
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import unit_counters, unit_history, units
@@ -49,10 +49,18 @@ async def fetch_doc_fast(db: Database, unit_id: uuid.UUID) -> tuple[str, int] | 
     return None if row is None else (row[0], row[1])
 
 
+_FOR_UPDATE_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1 FOR UPDATE"
+
+
 async def fetch_for_update(
     conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool] | None = None
-) -> RowMapping | None:
+) -> Mapping[Any, Any] | None:
     """The current record, locked until the transaction ends (SQLite holds the write lock)."""
+    if condition is None and conn.dialect.name == "postgresql":
+        # The write that follows runs on the same connection (units.changes): one prepared
+        # statement each, without the SQLAlchemy layer.
+        driver = await driver_connection(conn)
+        return await driver.fetchrow(_FOR_UPDATE_SQL, unit_id)  # type: ignore[no-any-return]
     query = (
         select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
         .where(units.c.id == unit_id)
