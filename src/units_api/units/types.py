@@ -21,18 +21,24 @@ DECIMALS_MAX = 20
 
 
 def _number(value: Any) -> Decimal | int:
-    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        raise ValueError("must be a JSON number")
-    if isinstance(value, float):
+    kind = type(value)
+    if kind is int:  # the common case, first: a JSON integer
+        if -NUMBER_MAX <= value <= NUMBER_MAX:
+            number: int = value
+            return number
+        raise ValueError(f"must be at most {NUMBER_MAX:.0e} in magnitude")
+    if kind is float:
         value = Decimal(repr(value))
-    if isinstance(value, Decimal) and not value.is_finite():
+    elif kind is not Decimal:
+        raise ValueError("must be a JSON number")
+    if not value.is_finite():
         raise ValueError("must be a finite number")
     if abs(value) > NUMBER_MAX:
         raise ValueError(f"must be at most {NUMBER_MAX:.0e} in magnitude")
-    if isinstance(value, Decimal) and value != 0 and -int(value.as_tuple().exponent) > DECIMALS_MAX:
+    if value != 0 and -int(value.as_tuple().exponent) > DECIMALS_MAX:
         raise ValueError(f"must have at most {DECIMALS_MAX} decimal places")
-    number: Decimal | int = value
-    return number
+    decimal: Decimal = value
+    return decimal
 
 
 def _amount(value: Any) -> Decimal | int:
