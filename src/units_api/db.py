@@ -177,17 +177,26 @@ def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> A
     )
 
 
-async def driver_connection(conn: AsyncConnection) -> asyncpg.Connection:
+# An execution option set by `Database.transaction(lone=True)`.
+LONE = "units_api_lone"
+
+
+async def driver_connection(conn: AsyncConnection, last: bool = False) -> asyncpg.Connection:
     """PostgreSQL: the asyncpg connection under `conn`, inside `conn`'s transaction.
 
     The hottest writes run as prepared statements on it: the SQLAlchemy layer costs more
     than those statements themselves. SQLAlchemy opens its transaction at the first
     statement it runs, so it is opened here when none has run yet (the adapter's own
     method, so SQLAlchemy commits or rolls it back as usual).
+
+    A statement that is the `last` of its operation, in a transaction opened as `lone` (its
+    opener runs nothing after the operation), and that finds nothing run before it, is the
+    whole transaction: it runs alone, atomic by itself, without BEGIN and COMMIT.
     """
     raw = await conn.get_raw_connection()
     adapted: Any = raw.dbapi_connection
-    if adapted._transaction is None:
+    lone = last and conn.sync_connection and conn.sync_connection.get_execution_options().get(LONE)
+    if adapted._transaction is None and not lone:
         await adapted._start_transaction()
     return raw.driver_connection
 
@@ -236,11 +245,17 @@ class Database:
             yield conn
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[AsyncConnection]:
-        """One write transaction, committed on a clean exit and rolled back on any error."""
+    async def transaction(self, lone: bool = False) -> AsyncIterator[AsyncConnection]:
+        """One write transaction, committed on a clean exit and rolled back on any error.
+
+        `lone`: the opener runs one operation and nothing after it, so an operation made of a
+        single statement may run it alone (see `driver_connection`).
+        """
         async with self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 await conn.execution_options(sqlite_begin="IMMEDIATE")
+            elif lone:
+                await conn.execution_options(**{LONE: True})
             async with conn.begin():
                 yield conn
 

@@ -62,7 +62,7 @@ class Idempotency:
         """Run `operation` in one transaction, honouring the request's Idempotency-Key."""
         raw_key = request.headers.get(HEADER)
         if raw_key is None:
-            async with self._db.transaction() as conn:
+            async with self._db.transaction(lone=True) as conn:
                 return await operation(conn)
         key = _valid_key(raw_key)
         fingerprint = request_fingerprint(request.method, request.url.path, body)

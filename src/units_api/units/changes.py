@@ -122,21 +122,25 @@ def prepare(kind: Kind, batch: Sequence[Change], actor: dict[str, Any]) -> Rows:
 
 
 async def write(
-    conn: AsyncConnection, kind: Kind, batch: Sequence[Change], actor: dict[str, Any]
+    conn: AsyncConnection,
+    kind: Kind,
+    batch: Sequence[Change],
+    actor: dict[str, Any],
+    last: bool = False,
 ) -> None:
     """Write a batch of one kind of change (inserts, updates or deletes) in `conn`'s
-    transaction."""
+    transaction. `last`: the operation runs no statement after this one."""
     if batch:
-        await write_rows(conn, prepare(kind, batch, actor))
+        await write_rows(conn, prepare(kind, batch, actor), last)
 
 
-async def write_rows(conn: AsyncConnection, rows: Rows) -> None:
+async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> None:
     if not rows.history:
         return
     if conn.dialect.name != "postgresql":
         await _write_sqlite(conn, rows)
         return
-    driver = await driver_connection(conn)
+    driver = await driver_connection(conn, last and len(rows.units) < COPY_FROM)
     if rows.kind == "insert" and len(rows.units) >= COPY_FROM:
         await _copy_postgres(driver, rows)
     else:

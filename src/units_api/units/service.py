@@ -115,7 +115,7 @@ async def create(
         availability=new_availability(now),
     )
     change = changes.created(record)
-    await changes.write(conn, "insert", [change], who.actor)
+    await changes.write(conn, "insert", [change], who.actor, last=who.policy_tree is None)
     await _require_within_policy(conn, record.id, who)
     return Written(record.id, record.version, change.doc.encode())
 

@@ -22,9 +22,7 @@ branch_labels = None
 depends_on = None
 
 COLUMNS = (("units", "doc"), ("unit_history", "changes"), ("events", "data"))
-_HAS_LZ4 = (
-    "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-)
+_HAS_LZ4 = "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
 
 
 def _compress(method: str) -> None:
