@@ -181,22 +181,23 @@ def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> A
 LONE = "units_api_lone"
 
 
-async def driver_connection(conn: AsyncConnection, last: bool = False) -> asyncpg.Connection:
+async def driver_connection(conn: AsyncConnection, alone: bool = False) -> asyncpg.Connection:
     """PostgreSQL: the asyncpg connection under `conn`, inside `conn`'s transaction.
 
-    The hottest writes run as prepared statements on it: the SQLAlchemy layer costs more
+    The hottest statements run as prepared statements on it: the SQLAlchemy layer costs more
     than those statements themselves. SQLAlchemy opens its transaction at the first
     statement it runs, so it is opened here when none has run yet (the adapter's own
     method, so SQLAlchemy commits or rolls it back as usual).
 
-    A statement that is the `last` of its operation, in a transaction opened as `lone` (its
-    opener runs nothing after the operation), and that finds nothing run before it, is the
-    whole transaction: it runs alone, atomic by itself, without BEGIN and COMMIT.
+    `alone`: the statement is correct on its own, outside any transaction: a read, or the
+    operation's last write, which checks itself what it relies on (a version). In a
+    transaction opened as `lone` (its opener runs nothing after the operation) such a
+    statement, finding no transaction begun, runs by itself, atomic, without BEGIN and COMMIT.
     """
     raw = await conn.get_raw_connection()
     adapted: Any = raw.dbapi_connection
-    lone = last and conn.sync_connection and conn.sync_connection.get_execution_options().get(LONE)
-    if adapted._transaction is None and not lone:
+    options = conn.sync_connection.get_execution_options() if conn.sync_connection else {}
+    if adapted._transaction is None and not (alone and options.get(LONE)):
         await adapted._start_transaction()
     return raw.driver_connection
 

@@ -41,6 +41,10 @@ Kind = Literal["insert", "update", "delete"]
 COPY_FROM = 500
 
 
+class Moved(Exception):
+    """An updated unit was no longer at the version it was read at: nothing was written."""
+
+
 @dataclass(slots=True)
 class Change:
     """One unit's change. `record` is the unit after the change (a delete: as it was); for
@@ -129,7 +133,11 @@ async def write(
     last: bool = False,
 ) -> None:
     """Write a batch of one kind of change (inserts, updates or deletes) in `conn`'s
-    transaction. `last`: the operation runs no statement after this one."""
+    transaction. `last`: the operation runs no statement after this one.
+
+    An update writes only units still at the version they were read at; a unit read without
+    a lock that has moved on since raises Moved, and nothing is written.
+    """
     if batch:
         await write_rows(conn, prepare(kind, batch, actor), last)
 
@@ -140,11 +148,16 @@ async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> N
     if conn.dialect.name != "postgresql":
         await _write_sqlite(conn, rows)
         return
-    driver = await driver_connection(conn, last and len(rows.units) < COPY_FROM)
-    if rows.kind == "insert" and len(rows.units) >= COPY_FROM:
+    copy = rows.kind == "insert" and len(rows.units) >= COPY_FROM
+    driver = await driver_connection(conn, alone=last and not copy)
+    if copy:
         await _copy_postgres(driver, rows)
-    else:
-        await driver.execute(_PG_STATEMENTS[rows.kind], *_pg_arguments(rows))
+        return
+    written = await driver.fetchval(_PG_STATEMENTS[rows.kind], *_pg_arguments(rows))
+    if written != len(rows.history):
+        # One unit read without a lock wrote nothing; in a batch of locked units (the only
+        # way batches are written) no unit can move.
+        raise Moved
 
 
 # --- PostgreSQL -------------------------------------------------------------------------
@@ -179,33 +192,47 @@ def _rows_cte(names: list[str]) -> str:
 
 
 def _pg_statement(kind: Kind) -> str:
-    """One statement for a batch: the rows, then one data-modifying CTE per table."""
+    """One statement for a batch: the rows, then one data-modifying CTE per table. It gives
+    the number of units written: an update writes only units still at the version before
+    the row's, and only their history, events and words."""
     names = _DELETED_COLUMNS if kind == "delete" else _UNIT_COLUMNS
-    counted = "(SELECT count(*) FROM r)"
-    parts = [
-        _rows_cte(names),
-        "h AS (INSERT INTO unit_history (unit_id, version, at, actor, action, changes) "
-        "SELECT id, version, updated_at, $1, action, changes FROM r)",
-        "e AS (INSERT INTO events (id, type, occurred_at, unit_id, version, actor, data) "
-        f"SELECT event_id, event_type, occurred_at, id, version, $1, {_EVENT_DATA[kind]} FROM r)",
-        # The search row: the unit's words and its creation time, the order a search walks.
-        "w AS (INSERT INTO unit_search (unit_id, created_at, vector) "
-        "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')) FROM r "
-        "WHERE words IS NOT NULL ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector)",
-    ]
     if kind == "insert":
         columns = ", ".join(_UNIT_COLUMNS)
-        parts.append(f"u AS (INSERT INTO units ({columns}) SELECT {columns} FROM r)")
-        parts.append(f"c AS (UPDATE unit_counters SET n = n + {counted} WHERE {_SHARD})")
+        unit = f"INSERT INTO units ({columns}) SELECT {columns} FROM r RETURNING id"
     elif kind == "update":
         kept = ("id", "created_at")
         assignments = ", ".join(f"{n} = r.{n}" for n in _UNIT_COLUMNS if n not in kept)
-        parts.append(f"u AS (UPDATE units SET {assignments} FROM r WHERE units.id = r.id)")
+        unit = (
+            f"UPDATE units SET {assignments} FROM r "
+            "WHERE units.id = r.id AND units.version = r.version - 1 RETURNING units.id"
+        )
     else:
-        # Search rows go with their unit (ON DELETE CASCADE); no words are written.
-        parts[3] = "u AS (DELETE FROM units WHERE id IN (SELECT id FROM r))"
-        parts.append(f"c AS (UPDATE unit_counters SET n = n - {counted} WHERE {_SHARD})")
-    return "WITH " + ",\n".join(parts) + "\nSELECT 1"
+        # Search rows go with their unit (ON DELETE CASCADE).
+        unit = "DELETE FROM units WHERE id IN (SELECT id FROM r) RETURNING id"
+    written = "r.id IN (SELECT id FROM u)"
+    parts = [
+        _rows_cte(names),
+        f"u AS ({unit})",
+        "h AS (INSERT INTO unit_history (unit_id, version, at, actor, action, changes) "
+        f"SELECT id, version, updated_at, $1, action, changes FROM r WHERE {written})",
+        "e AS (INSERT INTO events (id, type, occurred_at, unit_id, version, actor, data) "
+        f"SELECT event_id, event_type, occurred_at, id, version, $1, {_EVENT_DATA[kind]} "
+        f"FROM r WHERE {written})",
+    ]
+    if kind != "delete":
+        # The search row: the unit's words and its creation time, the order a search walks.
+        parts.append(
+            "w AS (INSERT INTO unit_search (unit_id, created_at, vector) "
+            "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')) FROM r "
+            f"WHERE words IS NOT NULL AND {written} "
+            "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector)"
+        )
+    if kind != "update":
+        sign = "+" if kind == "insert" else "-"
+        parts.append(
+            f"c AS (UPDATE unit_counters SET n = n {sign} (SELECT count(*) FROM u) WHERE {_SHARD})"
+        )
+    return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM u"
 
 
 _PG_STATEMENTS: dict[Kind, str] = {

@@ -49,23 +49,28 @@ async def fetch_doc_fast(db: Database, unit_id: uuid.UUID) -> tuple[str, int] | 
     return None if row is None else (row[0], row[1])
 
 
-_FOR_UPDATE_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1 FOR UPDATE"
+_CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
 
 
-async def fetch_for_update(
-    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool] | None = None
+async def fetch_current(
+    conn: AsyncConnection,
+    unit_id: uuid.UUID,
+    condition: ColumnElement[bool] | None = None,
+    lock: bool = True,
 ) -> Mapping[Any, Any] | None:
-    """The current record, locked until the transaction ends (SQLite holds the write lock)."""
+    """The current record; with `lock`, locked until the transaction ends (SQLite's writer
+    holds its lock in any case)."""
     if condition is None and conn.dialect.name == "postgresql":
         # The write that follows runs on the same connection (units.changes): one prepared
         # statement each, without the SQLAlchemy layer.
-        driver = await driver_connection(conn)
-        return await driver.fetchrow(_FOR_UPDATE_SQL, unit_id)  # type: ignore[no-any-return]
-    query = (
-        select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
-        .where(units.c.id == unit_id)
-        .with_for_update()
+        driver = await driver_connection(conn, alone=not lock)
+        sql = _CURRENT_SQL + " FOR UPDATE" if lock else _CURRENT_SQL
+        return await driver.fetchrow(sql, unit_id)  # type: ignore[no-any-return]
+    query = select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at).where(
+        units.c.id == unit_id
     )
+    if lock:
+        query = query.with_for_update()
     if condition is not None:
         query = query.where(condition)
     return (await conn.execute(query)).mappings().first()

@@ -259,7 +259,7 @@ async def _update(
     context = app_context(request)
     unit_id = parse_unit_id(id)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
-    async with context.db.transaction() as conn:
+    async with context.db.transaction(lone=True) as conn:
         written = await apply(
             conn,
             unit_id,

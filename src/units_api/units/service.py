@@ -8,7 +8,7 @@ overwriting each other.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -131,32 +131,53 @@ async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int
     return row[0].encode(), row[1]
 
 
-async def locked(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
+async def _read(
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller, lock: bool
 ) -> UnitRecord:
-    """The unit as the caller may see it, locked for the rest of the transaction."""
-    row = await repository.fetch_for_update(conn, unit_id, _policy(conn, who))
+    row = await repository.fetch_current(conn, unit_id, _policy(conn, who), lock)
     if row is None:
         raise _not_found(unit_id)
     check_if_match(if_match, row["version"])
     return UnitRecord.from_row(unit_id, row)
 
 
-async def _apply(
+async def locked(
+    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
+) -> UnitRecord:
+    """The unit as the caller may see it, locked for the rest of the transaction."""
+    return await _read(conn, unit_id, if_match, who, lock=True)
+
+
+# Reads of a unit to update: twice without a lock (the write checks the version read), then
+# under a row lock, so a unit that keeps moving is still updated. With a policy, or on SQLite
+# (whose writer holds the database), the first read locks.
+_OPTIMISTIC = (False, False, True)
+
+
+async def _update(
     conn: AsyncConnection,
-    record: UnitRecord,
-    fields: dict[str, Any],
-    action: str,
+    unit_id: uuid.UUID,
+    if_match: str | None,
     who: Caller,
+    action: str,
+    new_fields: Callable[[UnitRecord], dict[str, Any]],
 ) -> Written:
-    diffs = diff(record.fields, fields)
-    if not diffs:
-        return Written(record.id, record.version, record.render())
-    record.fields = fields
-    change = changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
-    await changes.write(conn, "update", [change], who.actor)
-    await _require_within_policy(conn, record.id, who)
-    return Written(record.id, record.version, change.doc.encode())
+    optimistic = who.policy_tree is None and conn.dialect.name == "postgresql"
+    for lock in _OPTIMISTIC if optimistic else (True,):
+        record = await _read(conn, unit_id, if_match, who, lock)
+        fields = new_fields(record)
+        diffs = diff(record.fields, fields)
+        if not diffs:
+            return Written(record.id, record.version, record.render())
+        record.fields = fields
+        change = changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
+        try:
+            await changes.write(conn, "update", [change], who.actor, last=optimistic)
+        except changes.Moved:
+            continue
+        await _require_within_policy(conn, record.id, who)
+        return Written(record.id, record.version, change.doc.encode())
+    raise AssertionError("a locked unit cannot move")
 
 
 async def replace(
@@ -169,8 +190,9 @@ async def replace(
 ) -> Written:
     if isinstance(body, dict):
         _check_body_id(body, unit_id)
-    record = await locked(conn, unit_id, if_match, who)
-    return await _apply(conn, record, validate_unit(body, vocabularies), "replace", who)
+    return await _update(
+        conn, unit_id, if_match, who, "replace", lambda _: validate_unit(body, vocabularies)
+    )
 
 
 async def patch(
@@ -185,10 +207,12 @@ async def patch(
         raise ValidationFailed([("", "a merge patch must be a JSON object")])
     check_patch_keys(body)
     _check_body_id(body, unit_id)
-    record = await locked(conn, unit_id, if_match, who)
     editable = {key: value for key, value in body.items() if key in EDITABLE_FIELDS}
-    merged = merge_patch(record.fields, editable)
-    return await _apply(conn, record, validate_unit(merged, vocabularies), "patch", who)
+
+    def merged(record: UnitRecord) -> dict[str, Any]:
+        return validate_unit(merge_patch(record.fields, editable), vocabularies)
+
+    return await _update(conn, unit_id, if_match, who, "patch", merged)
 
 
 async def delete(
