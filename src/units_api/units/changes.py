@@ -288,7 +288,9 @@ async def _copy_postgres(driver: asyncpg.Connection, rows: Rows) -> None:
 # --- SQLite -----------------------------------------------------------------------------
 
 _INSERT_UNIT = units.insert()
-_UPDATE_UNIT = update(units).where(units.c.id == bindparam("unit_id"))
+_UPDATE_UNIT = update(units).where(
+    units.c.id == bindparam("unit_id"), units.c.version == bindparam("read_version")
+)
 _DELETE_UNIT = delete(units).where(units.c.id == bindparam("unit_id"))
 _KEYS = ("id", "created_at")
 _INSERT_HISTORY = unit_history.insert()
@@ -313,14 +315,16 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
     if rows.kind == "insert":
         await conn.execute(_INSERT_UNIT, rows.units)
     elif rows.kind == "update":
-        await conn.execute(
+        result = await conn.execute(
             _UPDATE_UNIT,
             [
                 {name: value for name, value in row.items() if name not in _KEYS}
-                | {"unit_id": row["id"]}
+                | {"unit_id": row["id"], "read_version": row["version"] - 1}
                 for row in rows.units
             ],
         )
+        if result.rowcount != len(rows.units):
+            raise Moved
     else:
         await conn.execute(_DELETE_UNIT, [{"unit_id": unit_id} for unit_id in ids])
     replaced = ids if rows.kind == "delete" else [unit_id for unit_id, _, _ in rows.words]
