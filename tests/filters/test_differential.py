@@ -19,8 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Api
-from units_api.filters.fields import FIELDS
+from units_api.units.fields import UNIT_CATALOGUE
 from units_api.units.seeding import fake_unit
+
+FIELDS = UNIT_CATALOGUE.fields
 
 SELECTORS = [
     "name",

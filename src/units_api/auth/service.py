@@ -25,9 +25,9 @@ from units_api.errors import (
     ValidationFailed,
 )
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.ratelimit import Rate, parse_rate
+from units_api.units.fields import unit_condition
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -56,7 +56,7 @@ def check_policy(policy: str) -> Node:
     """A policy is a filter; one that does not parse or names unknown fields is a 422."""
     try:
         tree = parse_filter(policy, "policy")
-        to_condition(tree, "sqlite", "policy")
+        unit_condition(tree, "sqlite", "policy")
     except InvalidParameter as exc:
         raise ValidationFailed([("policy", exc.detail.removeprefix("policy: "))]) from None
     return tree

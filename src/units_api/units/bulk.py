@@ -21,11 +21,11 @@ from units_api.db import utcnow
 from units_api.errors import ApiError, BulkFailed, ValidationFailed
 from units_api.events.recorder import record_events
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.http.json import dumps
 from units_api.search import index as search_index
 from units_api.search.normalize import record_tokens, touches_search
 from units_api.units import repository
+from units_api.units.fields import unit_condition
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import UnitRecord, actor_text, diff
 from units_api.units.schemas import EDITABLE_FIELDS
@@ -178,7 +178,7 @@ async def _plan(
 def _policy(conn: AsyncConnection, who: Caller) -> ColumnElement[bool] | None:
     if who.policy_tree is None:
         return None
-    return to_condition(who.policy_tree, conn.dialect.name, "policy")
+    return unit_condition(who.policy_tree, conn.dialect.name, "policy")
 
 
 async def _write(
@@ -325,7 +325,7 @@ async def update_matching(
         raise ValidationFailed(
             [(f"patch.{e['field']}", e["message"]) for e in exc.errors]
         ) from None
-    condition = to_condition(parse_filter(spec.filter, "filter"), conn.dialect.name, "filter")
+    condition = unit_condition(parse_filter(spec.filter, "filter"), conn.dialect.name, "filter")
     policy = _policy(conn, who)
     if policy is not None:
         condition = and_(condition, policy)
