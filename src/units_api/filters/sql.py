@@ -105,6 +105,9 @@ class Translator:
         if self.dialect == "sqlite" and kind in ("number", "boolean"):
             # SQLite's JSON functions give REAL for numbers and 1/0 for booleans.
             values = [float(v) if kind == "number" else int(v) for v in values]
+        elif kind == "boolean":
+            # Bound explicitly: SQLAlchemy refuses to order by a bare True or False.
+            values = [literal(v, Boolean) for v in values]
         if kind == "text" and op in ("eq", "ne", "in", "out"):
             positive = self._text_match(expr, op, values)
         elif op in ("eq", "ne"):
