@@ -276,6 +276,10 @@ BAD_FILTERS = [
     "city==a;price==x",
     "city==a,(specs.featureNumber=in=(1,two))",
     "specs.featureTag=null=maybe",
+    "createdAt=lt=0001-01-01T00:00:00+01:00",  # before the first representable instant
+    "price=gt=1E-2000",
+    "version==1E+999999999",
+    "floorsPlan.rooms==1E+30",
 ]
 
 

@@ -17,18 +17,22 @@ from units_api.filters.fields import Catalogue, Field, Kind
 from units_api.filters.tree import Comparison
 
 _BOOLEANS = {"true": True, "false": False}
+# Far beyond any stored number, and within what both databases bind (an exponent such as
+# 1E+999999999 would also make int() run for minutes).
+_EXPONENT_MAX = 1000
+_INTEGER_MAX = 2**63 - 1
 
 
 def parse_number(raw: str) -> Decimal:
     value = Decimal(raw)
-    if not value.is_finite():
+    if not value.is_finite() or abs(value.adjusted()) > _EXPONENT_MAX:
         raise ValueError(raw)
     return value
 
 
 def parse_integer(raw: str) -> int:
     value = parse_number(raw)
-    if value != int(value):
+    if value != int(value) or abs(value) > _INTEGER_MAX:
         raise ValueError(raw)
     return int(value)
 
@@ -76,6 +80,6 @@ def resolve(
 def _parse(comparison: Comparison, parameter: str, kind: Kind, raw: str) -> Any:
     try:
         return PARSERS[kind](raw)
-    except (ValueError, InvalidOperation, KeyError):
+    except (ValueError, InvalidOperation, KeyError, OverflowError):
         message = f"'{raw}' is not a valid {kind} for {comparison.selector}"
         raise comparison_error(comparison, parameter, message) from None
