@@ -1,8 +1,9 @@
 """Translating a filter tree to a SQLAlchemy condition, on SQLite and PostgreSQL.
 
-Values are always bound parameters. Columns compare directly; other scalars are read from the
-stored record with the dialect's JSON functions; a path into an array matches when ANY
-element does (an EXISTS over the array's elements).
+Values are always bound parameters. A field with a column compares it directly; others are
+read from the stored document with the dialect's JSON functions; a path into an array
+matches when ANY element does (an EXISTS over the array's elements). `filters.evaluate`
+judges documents by the same rules in Python.
 
 Null semantics, per value (and per element for arrays): `==`, ordering and `=in=` are false
 on null; `!=` and `=out=` are true on null; `=null=true` matches null.
