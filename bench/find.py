@@ -30,10 +30,10 @@ from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
 from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
 from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.search.normalize import query_tokens
+from units_api.units.fields import unit_condition
 from units_api.units.listing import SortKey
 from units_api.units.repository import count_all, hits_query, page_query
 from units_api.units.seeding import seed_units
@@ -102,7 +102,7 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
 
 
 def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
-    condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
+    condition = unit_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
     condition = condition & search_condition(params.get("q"), "postgresql")
     if counting and "q" in params and "p" not in params:  # counted in the search table
         return select(count_matches(tuple(query_tokens(params["q"])), "postgresql"))

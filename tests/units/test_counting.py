@@ -14,10 +14,10 @@ from tests.conftest import Api, fresh_postgres, start_api
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
 from units_api.search.index import search_condition
 from units_api.units.counting import CHANGE_VERSION, CountCache
+from units_api.units.fields import unit_condition
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
@@ -128,7 +128,7 @@ async def direct_count(api: Api, scope: str, city_filter: str, word: str | None)
     """The same question counted afresh, without the service's list."""
     db = api.context.db
     tree = parse_filter(f"subProjectId=={scope};{city_filter}")
-    condition = and_(to_condition(tree, db.dialect), search_condition(word, db.dialect))
+    condition = and_(unit_condition(tree, db.dialect), search_condition(word, db.dialect))
     async with db.read() as conn:
         query = select(func.count()).select_from(units).where(condition)
         return int((await conn.execute(query)).scalar_one())
@@ -207,7 +207,7 @@ async def test_an_unasked_total_past_its_budget_is_estimated(seeded_postgres: st
         assert meta["count"] == "estimated" and meta["total"] > 0
         async with api.context.db.read() as conn:
             timeout = (await conn.exec_driver_sql("SHOW statement_timeout")).scalar_one()
-            condition = to_condition(parse_filter(nested["p"]), "postgresql")
+            condition = unit_condition(parse_filter(nested["p"]), "postgresql")
             query = select(func.count()).select_from(units).where(condition)
             expected = int((await conn.execute(query)).scalar_one())
         assert timeout == "0"  # put back on the pooled connection

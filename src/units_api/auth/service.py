@@ -24,10 +24,11 @@ from units_api.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.ratelimit import Rate, parse_rate
+from units_api.units.fields import UNIT_CATALOGUE
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 
@@ -53,10 +54,10 @@ class Principal:
 
 
 def check_policy(policy: str) -> Node:
-    """A policy is a filter; one that does not parse or names unknown fields is a 422."""
+    """A policy is a unit filter; one that does not parse or does not fit the unit is a 422."""
     try:
         tree = parse_filter(policy, "policy")
-        to_condition(tree, "sqlite", "policy")
+        compile_filter(tree, UNIT_CATALOGUE, "policy")  # checks every field and value
     except InvalidParameter as exc:
         raise ValidationFailed([("policy", exc.detail.removeprefix("policy: "))]) from None
     return tree

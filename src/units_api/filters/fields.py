@@ -1,91 +1,99 @@
-"""What a filter may name: every scalar of the unit, with its type and where it is stored."""
+"""What a filter may name: a catalogue of fields, each with its type and where it is found.
+
+A catalogue describes one kind of document (a unit, say): its fields come from the
+document's pydantic model, and the table that stores the documents lets SQL read them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel
-
-from units_api.units.schemas import (
-    Expense,
-    Floor,
-    Option,
-    PaymentPlan,
-    Reading,
-    Spec,
-    UnitFields,
-    UnitLocation,
-)
-from units_api.units.tables import FIELD_COLUMNS
+from sqlalchemy import Table
 
 Kind = Literal["text", "number", "integer", "boolean", "time", "uuid"]
+
+_JSON_KINDS: tuple[tuple[str, Kind], ...] = (
+    ("integer", "integer"),
+    ("number", "number"),
+    ("boolean", "boolean"),
+    ("string", "text"),
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Field:
-    """A selector: a column, a JSON path in the record, or a path in its array elements."""
+    """A selector: where its value sits in the document, and in which column if it has one.
+
+    `path` leads from the document, or from each element of the array at `array` when that is
+    set (an empty path then means the elements themselves). `column` names a column of the
+    catalogue's table holding the same value, which SQL compares instead of the document.
+    """
 
     kind: Kind
-    column: str | None = None  # a column of `units`
-    path: tuple[str, ...] = ()  # else a path into the record, or into each array element
-    array: tuple[str, ...] | None = None  # the path of the array whose elements match (ANY)
+    column: str | None = None
+    path: tuple[str, ...] = ()
+    array: tuple[str, ...] | None = None
 
 
-ARRAYS_OF_OBJECTS: dict[str, type[BaseModel]] = {
-    "specs": Spec,
-    "options": Option,
-    "paymentPlans": PaymentPlan,
-    "floorsPlan": Floor,
-    "readings": Reading,
-}
-OBJECTS: dict[str, type[BaseModel]] = {"unitLocation": UnitLocation, "expense": Expense}
-COLUMNS = FIELD_COLUMNS
-SERVER_FIELDS: dict[str, Field] = {
-    "id": Field("uuid", column="id"),
-    "createdAt": Field("time", column="created_at"),
-    "updatedAt": Field("time", column="updated_at"),
-    "version": Field("integer", column="version"),
-    "status": Field("text", column="publishing_status"),
-    "availability": Field("text", column="availability_status"),
-    "channel": Field("text", array=("publishing", "channels")),
-}
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    """The fields of one kind of document, and the table whose rows hold those documents."""
+
+    fields: Mapping[str, Field]
+    table: Table
+    document: str = "doc"  # the column holding each row's document as JSON text
 
 
-def _kind(model: type[BaseModel], name: str) -> Kind | None:
-    schema: dict[str, Any] = model.model_json_schema()["properties"][name]
+def model_fields(
+    model: type[BaseModel],
+    columns: Mapping[str, str] = MappingProxyType({}),
+    server: Mapping[str, Field] = MappingProxyType({}),
+) -> Mapping[str, Field]:
+    """The fields of documents shaped like `model`, plus the `server` fields the model lacks.
+
+    Selectors are every scalar property (stored in `columns[name]` when it has one), every
+    array of scalars, and one level down, the scalars of each object and of each array of
+    objects (`expense.value`, `paymentPlans.downPayment`, matched when ANY element does).
+    """
+    schema = model.model_json_schema()
+    definitions: dict[str, Any] = schema.get("$defs", {})
+    fields = dict(server)
+    for name, prop in schema["properties"].items():
+        kind = _kind(prop)
+        if kind:
+            fields[name] = Field(kind, column=columns.get(name), path=(name,))
+            continue
+        shape = _non_null(prop)
+        if shape.get("type") == "array":
+            items = shape.get("items", {})
+            if "$ref" not in items:
+                item_kind = _kind(items)
+                if item_kind:
+                    fields[name] = Field(item_kind, array=(name,))
+                continue
+            for key, kind in _scalars(definitions, items):
+                fields[f"{name}.{key}"] = Field(kind, path=(key,), array=(name,))
+        elif "$ref" in shape:
+            for key, kind in _scalars(definitions, shape):
+                fields[f"{name}.{key}"] = Field(kind, path=(name, key))
+    return MappingProxyType(fields)
+
+
+def _kind(schema: dict[str, Any]) -> Kind | None:
     types = {option.get("type") for option in schema.get("anyOf", [schema])}
-    for json_type, kind in (
-        ("integer", "integer"),
-        ("number", "number"),
-        ("boolean", "boolean"),
-        ("string", "text"),
-    ):
-        if json_type in types:
-            return kind  # type: ignore[return-value]
-    return None
+    return next((kind for json_type, kind in _JSON_KINDS if json_type in types), None)
 
 
-def _build() -> dict[str, Field]:
-    fields = dict(SERVER_FIELDS)
-    for name in UnitFields.model_fields:
-        kind = _kind(UnitFields, name)
-        if name in COLUMNS and kind:
-            fields[name] = Field(kind, column=COLUMNS[name])
-        elif kind:
-            fields[name] = Field(kind, path=(name,))
-    fields["gallery"] = Field("text", array=("gallery",))
-    for obj, model in OBJECTS.items():
-        for name in model.model_fields:
-            kind = _kind(model, name)
-            if kind:
-                fields[f"{obj}.{name}"] = Field(kind, path=(obj, name))
-    for array, model in ARRAYS_OF_OBJECTS.items():
-        for name in model.model_fields:
-            kind = _kind(model, name)
-            if kind:
-                fields[f"{array}.{name}"] = Field(kind, path=(name,), array=(array,))
-    return fields
+def _non_null(schema: dict[str, Any]) -> dict[str, Any]:
+    options = [option for option in schema.get("anyOf", [schema]) if option.get("type") != "null"]
+    return options[0] if len(options) == 1 else {}
 
 
-FIELDS: dict[str, Field] = _build()
+def _scalars(definitions: dict[str, Any], ref: dict[str, Any]) -> list[tuple[str, Kind]]:
+    """The scalar properties of the object a `$ref` names, with their kinds."""
+    properties: dict[str, Any] = definitions[ref["$ref"].rsplit("/", 1)[-1]]["properties"]
+    return [(key, kind) for key, prop in properties.items() if (kind := _kind(prop))]

@@ -1,8 +1,9 @@
 """Translating a filter tree to a SQLAlchemy condition, on SQLite and PostgreSQL.
 
-Values are always bound parameters. Columns compare directly; other scalars are read from the
-stored record with the dialect's JSON functions; a path into an array matches when ANY
-element does (an EXISTS over the array's elements).
+Values are always bound parameters. A field with a column compares it directly; others are
+read from the stored document with the dialect's JSON functions; a path into an array
+matches when ANY element does (an EXISTS over the array's elements). `filters.evaluate`
+judges documents by the same rules in Python.
 
 Null semantics, per value (and per element for arrays): `==`, ordering and `=in=` are false
 on null; `!=` and `=out=` are true on null; `=null=true` matches null.
@@ -10,10 +11,6 @@ on null; `!=` and `=out=` are true on null; `=null=true` matches null.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable
-from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from sqlalchemy import (
@@ -31,66 +28,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from units_api.errors import InvalidParameter
-from units_api.filters.fields import FIELDS, Field
+from units_api.filters.fields import Catalogue, Field
 from units_api.filters.tree import And, Comparison, Node, Or
-from units_api.units.tables import units
-
-_BOOLEANS = {"true": True, "false": False}
-
-
-class _Values:
-    """Typed conversion of a comparison's values; errors name the position."""
-
-    def __init__(self, comparison: Comparison, parameter: str) -> None:
-        self.comparison = comparison
-        self.parameter = parameter
-
-    def fail(self, message: str) -> InvalidParameter:
-        error = InvalidParameter(
-            self.parameter, f"{message} at position {self.comparison.position}"
-        )
-        error.extra["position"] = self.comparison.position
-        return error
-
-    def convert(self, kind: str, raw: str) -> Any:
-        try:
-            return _CONVERTERS[kind](raw)
-        except (ValueError, InvalidOperation, KeyError):
-            raise self.fail(
-                f"'{raw}' is not a valid {kind} for {self.comparison.selector}"
-            ) from None
-
-
-def _number(raw: str) -> Decimal:
-    value = Decimal(raw)
-    if not value.is_finite():
-        raise ValueError(raw)
-    return value
-
-
-def _integer(raw: str) -> int:
-    value = _number(raw)
-    if value != int(value):
-        raise ValueError(raw)
-    return int(value)
-
-
-def _time(raw: str) -> datetime:
-    parsed = datetime.fromisoformat(raw.replace("Z", "+00:00").replace("z", "+00:00"))
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-_CONVERTERS: dict[str, Callable[[str], Any]] = {
-    "text": str,
-    "number": _number,
-    "integer": _integer,
-    "boolean": lambda raw: _BOOLEANS[raw.lower()],
-    "time": _time,
-    "uuid": uuid.UUID,
-}
+from units_api.filters.values import resolve
 
 
 def _like_pattern(value: str) -> str:
@@ -99,7 +39,9 @@ def _like_pattern(value: str) -> str:
 
 
 class Translator:
-    def __init__(self, dialect: str, parameter: str = "p") -> None:
+    def __init__(self, catalogue: Catalogue, dialect: str, parameter: str = "p") -> None:
+        self.catalogue = catalogue
+        self.table = catalogue.table
         self.dialect = dialect
         self.parameter = parameter
 
@@ -111,22 +53,16 @@ class Translator:
         return self.comparison(node)
 
     def comparison(self, node: Comparison) -> ColumnElement[bool]:
-        field = FIELDS.get(node.selector)
-        if field is None:
-            error = InvalidParameter(
-                self.parameter, f"unknown field '{node.selector}' at position {node.position}"
-            )
-            error.extra["position"] = node.position
-            raise error
-        values = _Values(node, self.parameter)
+        field, values = resolve(node, self.catalogue, self.parameter)
         if field.array is not None:
-            return self._any_element(field, node, values)
-        return self._compare(self._scalar(field), field.kind, node, values)
+            return self._any_element(field, node.operator, values)
+        return self._compare(self._scalar(field), field.kind, node.operator, values)
 
     # Where a value lives.
 
     def _record(self) -> Any:
-        return cast(units.c.doc, JSONB) if self.dialect == "postgresql" else units.c.doc
+        document = self.table.c[self.catalogue.document]
+        return cast(document, JSONB) if self.dialect == "postgresql" else document
 
     def _json_value(self, document: Any, path: tuple[str, ...], kind: str) -> Any:
         if self.dialect == "postgresql":
@@ -138,10 +74,10 @@ class Translator:
 
     def _scalar(self, field: Field) -> Any:
         if field.column is not None:
-            return units.c[field.column]
+            return self.table.c[field.column]
         return self._json_value(self._record(), field.path, field.kind)
 
-    def _any_element(self, field: Field, node: Comparison, values: _Values) -> ColumnElement[bool]:
+    def _any_element(self, field: Field, op: str, values: list[Any]) -> ColumnElement[bool]:
         assert field.array is not None
         if self.dialect == "postgresql":
             array = func.coalesce(
@@ -150,47 +86,43 @@ class Translator:
             )
             unnest = func.jsonb_array_elements if field.path else func.jsonb_array_elements_text
             elements = unnest(array).table_valued("value").alias("element")
-            element = elements.c.value
-            value = self._json_value(element, field.path, field.kind) if field.path else element
         else:
             elements = (
-                func.json_each(units.c.doc, "$." + ".".join(field.array))
+                func.json_each(self._record(), "$." + ".".join(field.array))
                 .table_valued("value")
                 .alias("element")
             )
-            element = elements.c.value
-            value = self._json_value(element, field.path, field.kind) if field.path else element
-        matches = self._compare(value, field.kind, node, values)
+        element = elements.c.value
+        value = self._json_value(element, field.path, field.kind) if field.path else element
+        matches = self._compare(value, field.kind, op, values)
         return select(literal(1)).select_from(elements).where(matches).exists()
 
     # How it compares.
 
-    def _compare(
-        self, expr: Any, kind: str, node: Comparison, values: _Values
-    ) -> ColumnElement[bool]:
-        op = node.operator
+    def _compare(self, expr: Any, kind: str, op: str, values: list[Any]) -> ColumnElement[bool]:
         if op == "null":
-            wanted = values.convert("boolean", node.values[0])
-            is_null: ColumnElement[bool] = expr.is_(None) if wanted else expr.is_not(None)
+            is_null: ColumnElement[bool] = expr.is_(None) if values[0] else expr.is_not(None)
             return is_null
-        converted = [values.convert(kind, raw) for raw in node.values]
         if self.dialect == "sqlite" and kind in ("number", "boolean"):
             # SQLite's JSON functions give REAL for numbers and 1/0 for booleans.
-            converted = [float(v) if kind == "number" else int(v) for v in converted]
+            values = [float(v) if kind == "number" else int(v) for v in values]
+        elif kind == "boolean":
+            # Bound explicitly: SQLAlchemy refuses to order by a bare True or False.
+            values = [literal(v, Boolean) for v in values]
         if kind == "text" and op in ("eq", "ne", "in", "out"):
-            positive = self._text_match(expr, op, converted)
+            positive = self._text_match(expr, op, values)
         elif op in ("eq", "ne"):
-            positive = expr == converted[0]
+            positive = expr == values[0]
         elif op in ("in", "out"):
-            positive = expr.in_(converted)
+            positive = expr.in_(values)
         else:
             if kind == "text" and self.dialect == "postgresql":
                 expr = expr.collate("C")
             positive = {
-                "lt": expr < converted[0],
-                "le": expr <= converted[0],
-                "gt": expr > converted[0],
-                "ge": expr >= converted[0],
+                "lt": expr < values[0],
+                "le": expr <= values[0],
+                "gt": expr > values[0],
+                "ge": expr >= values[0],
             }[op]
         if op in ("ne", "out"):
             return or_(expr.is_(None), not_(and_(expr.is_not(None), positive)))
@@ -208,7 +140,10 @@ class Translator:
         return lowered == value.lower()
 
 
-def to_condition(node: Node | None, dialect: str, parameter: str = "p") -> ColumnElement[bool]:
+def to_condition(
+    node: Node | None, catalogue: Catalogue, dialect: str, parameter: str = "p"
+) -> ColumnElement[bool]:
+    """The SQL condition a filter puts on the rows of the catalogue's table (true for none)."""
     if node is None:
         return true()
-    return Translator(dialect, parameter).condition(node)
+    return Translator(catalogue, dialect, parameter).condition(node)

@@ -11,12 +11,12 @@ from sqlalchemy import ColumnElement, ScalarSelect, and_
 from starlette.datastructures import URL
 
 from units_api.db import Database
-from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
 from units_api.search.index import count_matches, match, newest_matches
 from units_api.units import repository
 from units_api.units.counting import CountCache
+from units_api.units.fields import unit_condition
 from units_api.units.listing import ListParams
 
 
@@ -80,8 +80,8 @@ async def list_units(
     count_budget_ms: int | None = None,
 ) -> dict[str, Any]:
     condition = and_(
-        to_condition(params.filter, db.dialect),
-        to_condition(policy, db.dialect, "policy"),
+        unit_condition(params.filter, db.dialect),
+        unit_condition(policy, db.dialect, "policy"),
         match(params.words, db.dialect),
     )
     offset = (params.page - 1) * params.limit

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.errors import ApiError, BulkFailed, ValidationFailed
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
+from units_api.units.fields import unit_condition
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import UnitRecord, diff
 from units_api.units.schemas import EDITABLE_FIELDS
@@ -173,7 +173,7 @@ async def _plan(
 def _policy(conn: AsyncConnection, who: Caller) -> ColumnElement[bool] | None:
     if who.policy_tree is None:
         return None
-    return to_condition(who.policy_tree, conn.dialect.name, "policy")
+    return unit_condition(who.policy_tree, conn.dialect.name, "policy")
 
 
 async def _write(
@@ -294,7 +294,7 @@ async def update_matching(
         raise ValidationFailed(
             [(f"patch.{e['field']}", e["message"]) for e in exc.errors]
         ) from None
-    condition = to_condition(parse_filter(spec.filter, "filter"), conn.dialect.name, "filter")
+    condition = unit_condition(parse_filter(spec.filter, "filter"), conn.dialect.name, "filter")
     policy = _policy(conn, who)
     if policy is not None:
         condition = and_(condition, policy)

@@ -14,12 +14,12 @@ from sqlalchemy import ColumnElement, and_, distinct, func
 from units_api.db import Database, format_time
 from units_api.errors import InvalidParameter, ValidationFailed
 from units_api.filters.parser import parse_filter
-from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.json import load_stored
 from units_api.search.index import search_condition
 from units_api.units import repository
+from units_api.units.fields import unit_condition
 from units_api.units.listing import SortKey
 from units_api.units.query_schemas import (
     AGGREGATABLE,
@@ -43,8 +43,8 @@ _FUNCTIONS: dict[str, Callable[[Any], Any]] = {
 def _condition(db: Database, request: QueryRequest, policy: Node | None) -> ColumnElement[bool]:
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
     return and_(
-        to_condition(tree, db.dialect, "filter"),
-        to_condition(policy, db.dialect, "policy"),
+        unit_condition(tree, db.dialect, "filter"),
+        unit_condition(policy, db.dialect, "policy"),
         search_condition(request.q, db.dialect),
     )
 

@@ -18,12 +18,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, format_time, utcnow, uuid7
 from units_api.errors import Forbidden, InvalidParameter, NotFound, ValidationFailed
-from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
+from units_api.units.fields import unit_condition
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
     UnitRecord,
@@ -90,7 +90,7 @@ def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
 def _policy(conn: AsyncConnection, who: Caller) -> ColumnElement[bool] | None:
     if who.policy_tree is None:
         return None
-    return to_condition(who.policy_tree, conn.dialect.name, "policy")
+    return unit_condition(who.policy_tree, conn.dialect.name, "policy")
 
 
 async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> None:
