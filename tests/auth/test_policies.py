@@ -101,3 +101,19 @@ async def test_policy_is_shown_on_the_key_record(api: Api) -> None:
         json={"name": "x", "scopes": ["units:read"], "policy": "city==Cairo"},
     )
     assert response.json()["policy"] == "city==Cairo"
+
+
+async def test_a_state_action_leaving_the_policy_is_403_and_changes_nothing(api: Api) -> None:
+    unit = await api.create_unit()
+    key = await api.create_key("units:read", "units:write", policy="availability==available")
+    refused = await api.request(
+        "PUT",
+        f"/api/v2/units/availability-actions/{unit['id']}",
+        json={"action": "block"},
+        key=key,
+    )
+    assert refused.status_code == 403, refused.text
+    after = (await api.request("GET", f"/api/v2/units/{unit['id']}")).json()
+    assert (after["version"], after["availability"]["status"]) == (1, "available")
+    history = await api.request("GET", f"/api/v2/units/{unit['id']}/history")
+    assert len(history.json()["data"]) == 1

@@ -18,7 +18,7 @@ statement per table (its single writer makes round trips cheap).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -30,6 +30,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import driver_connection, utcnow, uuid7
+from units_api.errors import Forbidden
 from units_api.events.tables import events
 from units_api.http.json import dumps
 from units_api.search.normalize import record_tokens
@@ -37,6 +38,7 @@ from units_api.units.record import UnitRecord, creation_changes
 from units_api.units.tables import unit_counters, unit_history, units
 
 Kind = Literal["insert", "update", "delete"]
+Admit = Callable[[dict[str, Any]], bool]
 # From this many units an insert is copied in (COPY) rather than sent as arrays.
 COPY_FROM = 500
 
@@ -79,8 +81,11 @@ class Rows:
     deleted_docs: list[str]  # a delete's records as they were
 
 
-def prepare(kind: Kind, batch: Sequence[Change], actor: dict[str, Any]) -> Rows:
-    """The rows of a batch; moves updated and deleted records to their next version."""
+def prepare(
+    kind: Kind, batch: Sequence[Change], actor: dict[str, Any], admit: Admit | None = None
+) -> Rows:
+    """The rows of a batch; moves updated and deleted records to their next version. A
+    record that `admit` refuses (as it will be stored) is Forbidden, and nothing is made."""
     now = utcnow()
     actor_text = orjson.dumps(actor).decode()
     rows = Rows(kind, [], [], [], [], [])
@@ -92,6 +97,8 @@ def prepare(kind: Kind, batch: Sequence[Change], actor: dict[str, Any]) -> Rows:
         if kind != "insert":
             record.version += 1
             record.updated_at = now
+        if admit is not None and not admit(record.document()):
+            raise Forbidden("The result would fall outside this API key's policy.")
         if kind != "delete":
             columns = record.columns()
             doc = columns["doc"]
@@ -131,15 +138,17 @@ async def write(
     batch: Sequence[Change],
     actor: dict[str, Any],
     last: bool = False,
+    admit: Admit | None = None,
 ) -> None:
     """Write a batch of one kind of change (inserts, updates or deletes) in `conn`'s
-    transaction. `last`: the operation runs no statement after this one.
+    transaction. `last`: the operation runs no statement after this one. `admit`: the
+    caller's policy, judged on each record as it will be stored.
 
     An update writes only units still at the version they were read at; a unit read without
     a lock that has moved on since raises Moved, and nothing is written.
     """
     if batch:
-        await write_rows(conn, prepare(kind, batch, actor), last)
+        await write_rows(conn, prepare(kind, batch, actor, admit), last)
 
 
 async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> None:

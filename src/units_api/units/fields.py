@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from sqlalchemy import ColumnElement
 
+from units_api.filters.evaluate import Predicate, compile_filter
 from units_api.filters.fields import Catalogue, Field, model_fields
 from units_api.filters.sql import to_condition
 from units_api.filters.tree import Node
@@ -30,3 +33,10 @@ UNIT_CATALOGUE = Catalogue(
 def unit_condition(node: Node | None, dialect: str, parameter: str = "p") -> ColumnElement[bool]:
     """The condition a filter (or a key's policy) puts on `units` rows; true for none."""
     return to_condition(node, UNIT_CATALOGUE, dialect, parameter)
+
+
+@lru_cache(maxsize=1024)
+def unit_predicate(node: Node, parameter: str = "policy") -> Predicate:
+    """Whether a unit's document (as the API returns it) matches a filter or policy; compiled
+    once per filter."""
+    return compile_filter(node, UNIT_CATALOGUE, parameter)

@@ -26,12 +26,8 @@ from units_api.units.listing import SORTABLE, SortKey
 from units_api.units.tables import unit_counters, unit_history, units
 
 
-async def fetch_doc(
-    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool] | None = None
-) -> tuple[str, int] | None:
+async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
     query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
-    if condition is not None:
-        query = query.where(condition)
     row = (await conn.execute(query)).first()
     return None if row is None else (row[0], row[1])
 
@@ -53,14 +49,11 @@ _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id 
 
 
 async def fetch_current(
-    conn: AsyncConnection,
-    unit_id: uuid.UUID,
-    condition: ColumnElement[bool] | None = None,
-    lock: bool = True,
+    conn: AsyncConnection, unit_id: uuid.UUID, lock: bool = True
 ) -> Mapping[Any, Any] | None:
     """The current record; with `lock`, locked until the transaction ends (SQLite's writer
     holds its lock in any case)."""
-    if condition is None and conn.dialect.name == "postgresql":
+    if conn.dialect.name == "postgresql":
         # The write that follows runs on the same connection (units.changes): one prepared
         # statement each, without the SQLAlchemy layer.
         driver = await driver_connection(conn, alone=not lock)
@@ -71,17 +64,7 @@ async def fetch_current(
     )
     if lock:
         query = query.with_for_update()
-    if condition is not None:
-        query = query.where(condition)
     return (await conn.execute(query)).mappings().first()
-
-
-async def matches(
-    conn: AsyncConnection, unit_id: uuid.UUID, condition: ColumnElement[bool]
-) -> bool:
-    """Whether the unit, as this transaction sees it, satisfies the condition."""
-    query = select(units.c.id).where(units.c.id == unit_id, condition)
-    return (await conn.execute(query)).first() is not None
 
 
 async def history_page(

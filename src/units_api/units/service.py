@@ -13,17 +13,17 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, format_time, utcnow, uuid7
-from units_api.errors import Forbidden, InvalidParameter, NotFound, ValidationFailed
+from units_api.errors import InvalidParameter, NotFound, ValidationFailed
 from units_api.filters.tree import Node
 from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
+from units_api.http.json import load_stored
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
-from units_api.units.fields import unit_condition
+from units_api.units.fields import unit_predicate
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
     UnitRecord,
@@ -87,17 +87,9 @@ def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
         raise ValidationFailed([("id", "must match the unit id in the path")])
 
 
-def _policy(conn: AsyncConnection, who: Caller) -> ColumnElement[bool] | None:
-    if who.policy_tree is None:
-        return None
-    return unit_condition(who.policy_tree, conn.dialect.name, "policy")
-
-
-async def _require_within_policy(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> None:
-    """A write may not leave the caller's policy: checked by the database, in the transaction."""
-    policy = _policy(conn, who)
-    if policy is not None and not await repository.matches(conn, unit_id, policy):
-        raise Forbidden("The result would fall outside this API key's policy.")
+def _admit(who: Caller) -> changes.Admit | None:
+    """The caller's policy as a test of a unit's document (None: every unit)."""
+    return None if who.policy_tree is None else unit_predicate(who.policy_tree)
 
 
 async def create(
@@ -115,18 +107,14 @@ async def create(
         availability=new_availability(now),
     )
     change = changes.created(record)
-    await changes.write(conn, "insert", [change], who.actor, last=who.policy_tree is None)
-    await _require_within_policy(conn, record.id, who)
+    await changes.write(conn, "insert", [change], who.actor, last=True, admit=_admit(who))
     return Written(record.id, record.version, change.doc.encode())
 
 
 async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
-    if who.policy_tree is None:
-        row = await repository.fetch_doc_fast(db, unit_id)
-    else:
-        async with db.read() as conn:
-            row = await repository.fetch_doc(conn, unit_id, _policy(conn, who))
-    if row is None:
+    row = await repository.fetch_doc_fast(db, unit_id)
+    admit = _admit(who)
+    if row is None or (admit is not None and not admit(load_stored(row[0]))):
         raise _not_found(unit_id)
     return row[0].encode(), row[1]
 
@@ -134,11 +122,14 @@ async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int
 async def _read(
     conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller, lock: bool
 ) -> UnitRecord:
-    row = await repository.fetch_current(conn, unit_id, _policy(conn, who), lock)
-    if row is None:
+    """The unit as the caller may see it; with `lock`, locked until the transaction ends."""
+    row = await repository.fetch_current(conn, unit_id, lock)
+    admit = _admit(who)
+    record = None if row is None else UnitRecord.from_row(unit_id, row)
+    if record is None or (admit is not None and not admit(record.document())):
         raise _not_found(unit_id)
-    check_if_match(if_match, row["version"])
-    return UnitRecord.from_row(unit_id, row)
+    check_if_match(if_match, record.version)
+    return record
 
 
 async def locked(
@@ -149,8 +140,8 @@ async def locked(
 
 
 # Reads of a unit to update: twice without a lock (the write checks the version read), then
-# under a row lock, so a unit that keeps moving is still updated. With a policy, or on SQLite
-# (whose writer holds the database), the first read locks.
+# under a row lock, so a unit that keeps moving is still updated. On SQLite, whose writer
+# holds the database, the first read locks.
 _OPTIMISTIC = (False, False, True)
 
 
@@ -162,7 +153,7 @@ async def _update(
     action: str,
     new_fields: Callable[[UnitRecord], dict[str, Any]],
 ) -> Written:
-    optimistic = who.policy_tree is None and conn.dialect.name == "postgresql"
+    optimistic = conn.dialect.name == "postgresql"
     for lock in _OPTIMISTIC if optimistic else (True,):
         record = await _read(conn, unit_id, if_match, who, lock)
         fields = new_fields(record)
@@ -172,10 +163,9 @@ async def _update(
         record.fields = fields
         change = changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
         try:
-            await changes.write(conn, "update", [change], who.actor, last=optimistic)
+            await changes.write(conn, "update", [change], who.actor, True, _admit(who))
         except changes.Moved:
             continue
-        await _require_within_policy(conn, record.id, who)
         return Written(record.id, record.version, change.doc.encode())
     raise AssertionError("a locked unit cannot move")
 
@@ -235,9 +225,11 @@ def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
 async def history(
     conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Caller
 ) -> dict[str, Any]:
-    policy = _policy(conn, who)
-    if policy is not None and not await repository.matches(conn, unit_id, policy):
-        raise _not_found(unit_id)  # a key bound by a policy cannot judge a deleted unit
+    admit = _admit(who)
+    if admit is not None:
+        row = await repository.fetch_doc(conn, unit_id)
+        if row is None or not admit(load_stored(row[0])):
+            raise _not_found(unit_id)  # a key bound by a policy cannot judge a deleted unit
     before = None
     if cursor is not None:
         (before,) = decode_cursor(cursor, 1)
@@ -264,6 +256,5 @@ async def save_state(
 ) -> Written:
     """Persist a state machine's move: a new version, history entry and event."""
     change = changes.Change(record, action, event_type, diffs, search=False)
-    await changes.write(conn, "update", [change], who.actor)
-    await _require_within_policy(conn, record.id, who)
+    await changes.write(conn, "update", [change], who.actor, admit=_admit(who))
     return Written(record.id, record.version, change.doc.encode())
