@@ -64,7 +64,7 @@ Every word must occur, as a word or the start of one, in `name`, `unitNameAr`, `
 tatweel removed; أ إ آ ٱ → ا; ى → ي; ة → ه; ؤ → و; ئ → ي; Arabic-Indic and Persian digits →
 0-9), so `q=شقة` finds `شقّة` and `مدينتى` finds `مدينتي`.
 """
-# Paths the seed specification spells with a trailing slash.
+# Paths documented with a trailing slash, as clients have always called them.
 SEED_PATHS = {"/api/v2/units": "/api/v2/units/", "/api/v2/units/{id}": "/api/v2/units/{id}/"}
 
 

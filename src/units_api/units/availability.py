@@ -1,4 +1,4 @@
-"""Availability: the only writer of a unit's stock status (CONTRACT 7, availability)."""
+"""Availability: the only writer of a unit's stock status, and its state machine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bulk update (CONTRACT 8): many merge patches, or one patch for every unit a filter matches.
+"""Bulk update: many merge patches, or one patch for every unit a filter matches.
 
 Work is done in batches: the rows are locked in one query, every patch is merged and validated
 in Python, and the units, search words, history entries and events are written with one

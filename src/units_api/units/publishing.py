@@ -1,4 +1,4 @@
-"""Publishing: the only writer of a unit's publishing status (CONTRACT 7)."""
+"""Publishing: the only writer of a unit's publishing status, and its state machine."""
 
 from __future__ import annotations
 

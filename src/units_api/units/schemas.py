@@ -108,7 +108,7 @@ def _array(item: Any, max_items: int) -> Any:
 
 
 class UnitFields(_Strict):
-    """The editable fields of the seed specification, in its order."""
+    """The editable fields of a unit, in the order the API has always listed them."""
 
     name: Name = Field(description="Required, non-blank.", examples=["Palm Hills Villa A-12"])
     type: Label = Field(description="Required, non-blank.", examples=["villa"])
