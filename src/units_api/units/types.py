@@ -55,7 +55,13 @@ def _whole(value: Any) -> int:
     return int(number)
 
 
+# Most URLs: a scheme, a plain host, then anything but whitespace. These pass without a parse.
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?:[:/?#][^\s]*)?\Z")
+
+
 def _http_url(value: str) -> str:
+    if _PLAIN_URL.match(value):
+        return value
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc or " " in value:
         raise ValueError("must be an absolute http(s) URL")

@@ -22,6 +22,7 @@ VOCABULARY_PATHS: dict[str, tuple[str | None, str]] = {
     "service": ("readings", "service"),
 }
 _EXTRA_UOM_ARRAY = "floorsPlan"
+_EDITABLE = set(EDITABLE_FIELDS)
 
 
 def _is_number(value: Any) -> TypeGuard[int | Decimal | float]:
@@ -104,7 +105,7 @@ def validate_unit(
     errors.extend(_vocabulary_errors(body, vocabularies or {}))
     if errors or model is None:
         raise ValidationFailed(dict.fromkeys(errors))
-    return model.model_dump(include=set(EDITABLE_FIELDS))
+    return model.model_dump(include=_EDITABLE)
 
 
 def check_patch_keys(patch: Mapping[str, Any]) -> None:
