@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
-
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
@@ -14,14 +12,14 @@ from units_api.auth.scopes import ADMIN
 from units_api.auth.service import parse_key_id, render_key
 from units_api.context import app_context
 from units_api.db import utcnow
-from units_api.errors import InvalidParameter
 from units_api.http.body import read_json
-from units_api.http.cursor import decode_cursor, encode_cursor, parse_limit
 from units_api.http.docs import json_body, problems, success
 from units_api.http.json import JSONResponse
+from units_api.http.paging import Limit
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
+KEYS_LIMIT = Limit(default=50, maximum=200)
 
 
 @router.post(
@@ -61,24 +59,10 @@ async def list_keys(
 ) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    size = parse_limit(limit, default=50, maximum=200)
-    after = None
-    if cursor is not None:
-        (raw,) = decode_cursor(cursor, 1)
-        try:
-            after = uuid.UUID(str(raw))
-        except ValueError:
-            raise InvalidParameter("cursor", "is not a valid cursor") from None
+    size = KEYS_LIMIT.parse(limit)
     async with context.db.read() as conn:
-        rows = await repository.page(conn, after, size + 1)
-    more = len(rows) > size
-    rows = rows[:size]
-    return JSONResponse(
-        {
-            "data": [render_key(row) for row in rows],
-            "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None,
-        }
-    )
+        page = await service.list_keys(conn, size, cursor)
+    return JSONResponse(page)
 
 
 @router.get(

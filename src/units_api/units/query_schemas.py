@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from units_api.http.paging import Limit
 from units_api.units.listing import PROJECTABLE, SORTABLE
 from units_api.units.tables import FIELD_COLUMNS
 
@@ -26,6 +27,7 @@ AGGREGATABLE = {**GROUPABLE, **NUMERIC, **TIMES, "id": "id"}
 SortField = Literal[tuple(SORTABLE)]  # type: ignore[valid-type]
 GroupField = Literal[tuple(GROUPABLE)]  # type: ignore[valid-type]
 Alias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+QUERY_LIMIT = Limit(default=100, maximum=1000)
 
 
 class SortSpec(BaseModel):
@@ -72,7 +74,7 @@ class QueryRequest(BaseModel):
     q: Annotated[str, StringConstraints(max_length=500)] | None = None
     fields: list[str] | None = Field(default=None, max_length=60)
     sort: list[SortSpec] = Field(default_factory=list, max_length=5)
-    limit: int = Field(default=100, ge=1, le=1000)
+    limit: int = QUERY_LIMIT.field()
     cursor: str | None = None
     groupBy: list[GroupField] = Field(default_factory=list, max_length=5)  # type: ignore[valid-type]
     aggregates: dict[Alias, Aggregate] = Field(default_factory=dict, max_length=20)

@@ -15,12 +15,11 @@ from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
-from units_api.http.cursor import parse_limit
 from units_api.http.docs import header, json_body, problems, query, ref, success
 from units_api.http.etag import etag, matches
 from units_api.http.json import JSONResponse
+from units_api.http.paging import Limit, link_header
 from units_api.units import availability, browse, bulk, publishing, service
-from units_api.units.browse import link_header
 from units_api.units.listing import SORTABLE, parse_list_params
 from units_api.units.query import run_query
 from units_api.units.query_schemas import QueryRequest
@@ -34,6 +33,7 @@ Update = Callable[
     Awaitable[Written],
 ]
 
+HISTORY_LIMIT = Limit(default=50, maximum=200)
 IF_MATCH = header("If-Match", 'Apply only if the unit is at this version, e.g. "3" (else 412).')
 IDEMPOTENCY_KEY = header(
     "Idempotency-Key", "Replays the first response to the same key and body for 24 hours."
@@ -335,7 +335,7 @@ async def unit_history(
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     unit_id = parse_unit_id(id)
-    size = parse_limit(limit, default=50, maximum=200)
+    size = HISTORY_LIMIT.parse(limit)
     async with context.db.read() as conn:
         page = await service.history(conn, unit_id, size, cursor, principal)
     return JSONResponse(page)
