@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query, Request
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import Response
 
 from units_api.auth import repository, service
 from units_api.auth.access import authorize
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import ADMIN
-from units_api.auth.service import parse_key_id, render_key
+from units_api.auth.service import render_key
 from units_api.context import app_context
 from units_api.db import utcnow
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, success
 from units_api.http.json import JSONResponse
 from units_api.http.paging import Limit
+from units_api.http.paths import ID
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
 KEYS_LIMIT = Limit(default=50, maximum=200)
+KeyId = Annotated[uuid.UUID, Path(description="The key's id (a UUID).")]
 
 
 @router.post(
@@ -66,37 +71,30 @@ async def list_keys(
 
 
 @router.get(
-    "/{id}",
+    f"/{ID}",
     summary="Read an API key",
     responses={**success(200, "ApiKeyRead", "The key record (never the secret)"), **problems(404)},
 )
-async def get_key(
-    request: Request,
-    id: str,
-) -> Response:
+async def get_key(request: Request, id: KeyId) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
     async with context.db.read() as conn:
-        row = await service.get_key(conn, parse_key_id(id))
+        row = await service.get_key(conn, id)
     return JSONResponse(render_key(row))
 
 
 @router.delete(
-    "/{id}",
+    f"/{ID}",
     status_code=204,
     summary="Revoke an API key",
     response_class=Response,
     responses={204: {"description": "Revoked"}, **problems(404)},
 )
-async def revoke_key(
-    request: Request,
-    id: str,
-) -> Response:
+async def revoke_key(request: Request, id: KeyId) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    key_id = parse_key_id(id)
     async with context.db.transaction() as conn:
-        await service.get_key(conn, key_id)
-        await repository.revoke(conn, key_id, utcnow())
-    context.authenticator.forget(key_id)
+        await service.get_key(conn, id)
+        await repository.revoke(conn, id, utcnow())
+    context.authenticator.forget(id)
     return Response(status_code=204)

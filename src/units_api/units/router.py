@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
@@ -16,14 +16,15 @@ from units_api.auth.service import Principal
 from units_api.context import app_context
 from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.docs import header, json_body, problems, query, ref, success
-from units_api.http.etag import etag, matches
+from units_api.http.etag import etag, if_match, matches
 from units_api.http.json import JSONResponse
 from units_api.http.paging import Limit, link_header
+from units_api.http.paths import ID
 from units_api.units import availability, browse, bulk, publishing, service
 from units_api.units.listing import SORTABLE, parse_list_params
 from units_api.units.query import run_query
 from units_api.units.query_schemas import QueryRequest
-from units_api.units.service import Vocabularies, Written, parse_unit_id
+from units_api.units.service import Vocabularies, Written
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
@@ -34,6 +35,7 @@ Update = Callable[
 ]
 
 HISTORY_LIMIT = Limit(default=50, maximum=200)
+UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
 IF_MATCH = header("If-Match", 'Apply only if the unit is at this version, e.g. "3" (else 412).')
 IDEMPOTENCY_KEY = header(
     "Idempotency-Key", "Replays the first response to the same key and body for 24 hours."
@@ -172,7 +174,7 @@ async def bulk_update(request: Request) -> Response:
 
 
 @router.put(
-    "/publishing-actions/{id}",
+    f"/publishing-actions/{ID}",
     summary="Publish, schedule, unpublish, archive or restore a unit",
     description="From draft: publish, schedule, archive. Scheduled: publish, schedule (new "
     "time), unpublish (back to draft), archive. Published: publish (channels updated), "
@@ -185,7 +187,7 @@ async def bulk_update(request: Request) -> Response:
     },
     openapi_extra={**json_body("PublishingAction"), "parameters": [IF_MATCH]},
 )
-async def publishing_action(id: str, request: Request) -> Response:
+async def publishing_action(id: UnitId, request: Request) -> Response:
     readiness = app_context(request).settings.readiness
 
     async def apply(
@@ -197,7 +199,7 @@ async def publishing_action(id: str, request: Request) -> Response:
 
 
 @router.put(
-    "/availability-actions/{id}",
+    f"/availability-actions/{ID}",
     summary="Reserve, release, sell, block or unblock a unit",
     description="available -> reserved (reserve, `until` in the future) | sold | blocked; "
     "reserved -> reserved (reserve again extends the hold) | available (release, or when "
@@ -209,7 +211,7 @@ async def publishing_action(id: str, request: Request) -> Response:
     },
     openapi_extra={**json_body("AvailabilityAction"), "parameters": [IF_MATCH]},
 )
-async def availability_action(id: str, request: Request) -> Response:
+async def availability_action(id: UnitId, request: Request) -> Response:
     async def apply(
         conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
     ) -> Written:
@@ -218,19 +220,21 @@ async def availability_action(id: str, request: Request) -> Response:
     return await _state_action(request, id, UNITS_WRITE, apply)
 
 
-async def _state_action(request: Request, id: str, scope: str, apply: StateAction) -> Response:
+async def _state_action(
+    request: Request, unit_id: uuid.UUID, scope: str, apply: StateAction
+) -> Response:
     """A state machine's action: one transaction, the unit's new record as the answer."""
     principal = await authorize(request, scope)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
-        written = await apply(conn, unit_id, body.value, principal, request.headers.get("if-match"))
+        written = await apply(conn, unit_id, body.value, principal, expected)
     return _unit_response(written)
 
 
 @router.get(
-    "/{id}",
+    f"/{ID}",
     summary="Retrieve a unit",
     responses={
         **success(200, "UnitRead", "The unit", ("ETag",)),
@@ -239,32 +243,28 @@ async def _state_action(request: Request, id: str, scope: str, apply: StateActio
     },
     openapi_extra={"parameters": [header("If-None-Match", "Answer 304 if the ETag matches.")]},
 )
-async def get_unit(
-    id: str,
-    request: Request,
-) -> Response:
+async def get_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
-    body, version = await service.get(context.db, unit_id, principal)
+    body, version = await service.get(context.db, id, principal)
     if matches(request.headers.get("if-none-match"), version):
         return Response(status_code=304, headers={"ETag": etag(version)})
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
 
 
 async def _update(
-    request: Request, id: str, media_types: tuple[str, ...], apply: Update
+    request: Request, unit_id: uuid.UUID, media_types: tuple[str, ...], apply: Update
 ) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
     async with context.db.transaction() as conn:
         written = await apply(
             conn,
             unit_id,
             body.value,
-            request.headers.get("if-match"),
+            expected,
             principal,
             context.settings.vocabularies,
         )
@@ -272,7 +272,7 @@ async def _update(
 
 
 @router.put(
-    "/{id}",
+    f"/{ID}",
     summary="Replace a unit",
     description="Replaces every editable field: a field left out becomes null or [].",
     responses={
@@ -281,12 +281,12 @@ async def _update(
     },
     openapi_extra={**json_body("UnitWrite"), "parameters": [IF_MATCH]},
 )
-async def replace_unit(id: str, request: Request) -> Response:
+async def replace_unit(id: UnitId, request: Request) -> Response:
     return await _update(request, id, JSON, service.replace)
 
 
 @router.patch(
-    "/{id}",
+    f"/{ID}",
     summary="Partially update a unit (JSON Merge Patch)",
     description="RFC 7396: a key sets, null clears, unitLocation and expense merge key by "
     "key, arrays are replaced whole. The result is validated as a whole.",
@@ -296,46 +296,42 @@ async def replace_unit(id: str, request: Request) -> Response:
     },
     openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [IF_MATCH]},
 )
-async def patch_unit(id: str, request: Request) -> Response:
+async def patch_unit(id: UnitId, request: Request) -> Response:
     return await _update(request, id, MERGE_PATCH, service.patch)
 
 
 @router.delete(
-    "/{id}",
+    f"/{ID}",
     status_code=204,
     summary="Delete a unit",
     response_class=Response,
-    responses={204: {"description": "Deleted"}, **problems(404, 412)},
+    responses={204: {"description": "Deleted"}, **problems(400, 404, 412)},
     openapi_extra={"parameters": [IF_MATCH]},
 )
-async def delete_unit(
-    id: str,
-    request: Request,
-) -> Response:
+async def delete_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     async with context.db.transaction() as conn:
-        await service.delete(conn, unit_id, request.headers.get("if-match"), principal)
+        await service.delete(conn, id, expected, principal)
     return Response(status_code=204)
 
 
 @router.get(
-    "/{id}/history",
+    f"/{ID}/history",
     summary="A unit's change history, newest first",
     description="Field-level diffs of every change; stays readable after the unit is deleted.",
     responses={**success(200, "HistoryPage", "A page of history entries"), **problems(400, 404)},
 )
 async def unit_history(
     request: Request,
-    id: str,
+    id: UnitId,
     limit: str | None = Query(None, description="1..200, default 50"),
     cursor: str | None = Query(None, description="nextCursor of the previous page"),
 ) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
     size = HISTORY_LIMIT.parse(limit)
     async with context.db.read() as conn:
-        page = await service.history(conn, unit_id, size, cursor, principal)
+        page = await service.history(conn, id, size, cursor, principal)
     return JSONResponse(page)
