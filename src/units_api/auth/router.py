@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
 from units_api.auth import repository, service
@@ -15,6 +15,7 @@ from units_api.auth.scopes import ADMIN
 from units_api.auth.service import render_key
 from units_api.context import app_context
 from units_api.db import utcnow
+from units_api.http import docs
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, success
 from units_api.http.json import JSONResponse
@@ -30,6 +31,7 @@ KeyId = Annotated[uuid.UUID, Path(description="The key's id (a UUID).")]
 @router.post(
     "",
     status_code=201,
+    operation_id="createApiKey",
     summary="Issue an API key",
     description="The secret (`key`) is in this response only; it is stored as a hash.",
     responses={
@@ -54,17 +56,18 @@ async def create_key(
 
 @router.get(
     "",
+    operation_id="listApiKeys",
     summary="List API keys",
+    description="Oldest first; follow `nextCursor` until it is null. Revoked keys are listed "
+    "with `revokedAt` set.",
     responses={**success(200, "ApiKeyPage", "A page of keys"), **problems(400)},
+    openapi_extra={"parameters": [docs.limit(KEYS_LIMIT), docs.CURSOR]},
 )
-async def list_keys(
-    request: Request,
-    limit: str | None = Query(None, description="1..200, default 50"),
-    cursor: str | None = Query(None, description="nextCursor of the previous page"),
-) -> Response:
+async def list_keys(request: Request) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    size = KEYS_LIMIT.parse(limit)
+    size = KEYS_LIMIT.parse(request.query_params.get("limit"))
+    cursor = request.query_params.get("cursor")
     async with context.db.read() as conn:
         page = await service.list_keys(conn, size, cursor)
     return JSONResponse(page)
@@ -72,6 +75,7 @@ async def list_keys(
 
 @router.get(
     f"/{ID}",
+    operation_id="getApiKey",
     summary="Read an API key",
     responses={**success(200, "ApiKeyRead", "The key record (never the secret)"), **problems(404)},
 )
@@ -86,6 +90,7 @@ async def get_key(request: Request, id: KeyId) -> Response:
 @router.delete(
     f"/{ID}",
     status_code=204,
+    operation_id="revokeApiKey",
     summary="Revoke an API key",
     response_class=Response,
     responses={204: {"description": "Revoked"}, **problems(404)},
