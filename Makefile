@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The client generator the contract tests run; its own environment, as its pins (typer<0.28)
+# do not fit the service's.
+CLIENT_GENERATOR := openapi-python-client==0.29.1
+GENERATOR_VENV := $(VENV)/client-generator
+GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
 .PHONY: install run test lint format bench bench-write bench-find bench-lifecycle clean
 
@@ -12,12 +17,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-install: $(STAMP)
+$(GENERATOR_STAMP): Makefile
+	$(PYTHON) -m venv $(GENERATOR_VENV)
+	$(GENERATOR_VENV)/bin/pip install --quiet "$(CLIENT_GENERATOR)"
+	touch $(GENERATOR_STAMP)
+
+install: $(STAMP) $(GENERATOR_STAMP)
 
 run: $(STAMP)
 	$(BIN)/units-api serve
 
-test: $(STAMP)
+test: $(STAMP) $(GENERATOR_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -13,12 +13,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.routing import compile_path
+from starlette.routing import Route
 
+from units_api.auth.access import authenticate
 from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
 from units_api.config import Settings
@@ -58,16 +58,17 @@ def problem_response(request: Request, error: ApiError) -> Response:
 
 
 ROUTERS = (units_router, keys_router, ops_router)
+API_PREFIX = "/api/"
 
 
-def _method_table() -> list[tuple[re.Pattern[str], set[str]]]:
-    table: list[tuple[re.Pattern[str], set[str]]] = []
-    for router in ROUTERS:
-        for route in router.routes:
-            if isinstance(route, APIRoute):
-                regex, _, _ = compile_path(route.path)
-                table.append((regex, set(route.methods or ())))
-    return table
+def _method_table(app: FastAPI) -> list[tuple[re.Pattern[str], set[str]]]:
+    """Every route's path pattern and methods: a 405's `Allow` is the union for its path."""
+    routes = [*app.routes, *(route for router in ROUTERS for route in router.routes)]
+    return [
+        (route.path_regex, set(route.methods))
+        for route in routes
+        if isinstance(route, Route) and route.methods
+    ]
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -83,16 +84,27 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return problem_response(request, exc)
 
 
+async def _routing_error(request: Request, status: int) -> ApiError:
+    """An unknown path (404) or method (405). Under /api/ the key comes first, as on every
+    call there: without one the answer is a 401, over its rate a 429."""
+    if request.url.path.startswith(API_PREFIX):
+        try:
+            await authenticate(request)
+        except ApiError as error:
+            return error
+    if status == 404:
+        return NotFound(f"No route for {request.url.path}.")
+    allowed = ", ".join(_allowed_methods(request))
+    return MethodNotAllowed(
+        f"{request.method} is not allowed here; use {allowed}.", headers={"Allow": allowed}
+    )
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     error: ApiError
-    if exc.status_code == 404:
-        error = NotFound(f"No route for {request.url.path}.")
-    elif exc.status_code == 405:
-        allowed = ", ".join(_allowed_methods(request))
-        error = MethodNotAllowed(
-            f"{request.method} is not allowed here; use {allowed}.", headers={"Allow": allowed}
-        )
+    if exc.status_code in (404, 405):
+        error = await _routing_error(request, exc.status_code)
     else:
         error = ApiError(str(exc.detail), headers=exc.headers)
         error.status, error.code, error.title = exc.status_code, "http-error", str(exc.detail)
@@ -168,7 +180,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in ROUTERS:
         app.include_router(router)
-    app.state.method_table = _method_table()
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
@@ -185,4 +196,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def index() -> Response:
         return JSONResponse({"name": "Units API", "openapi": "/openapi.json", "docs": "/docs"})
 
+    app.state.method_table = _method_table(app)
     return app

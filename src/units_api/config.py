@@ -87,3 +87,7 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+# The defaults alone, without the environment: what the documentation states.
+DEFAULTS = Settings.model_construct()

@@ -56,6 +56,13 @@ class InvalidParameter(BadRequest):
         super().__init__(f"{parameter}: {message}", extra={"parameter": parameter})
 
 
+class InvalidHeader(BadRequest):
+    code, title = "invalid-header", "Invalid header"
+
+    def __init__(self, header: str, message: str) -> None:
+        super().__init__(f"{header}: {message}", extra={"header": header})
+
+
 class Unauthorized(ApiError):
     status, code, title = 401, "unauthorized", "Authentication required"
 

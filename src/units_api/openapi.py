@@ -12,6 +12,7 @@ from pydantic.json_schema import models_json_schema
 from units_api import __version__
 from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
+from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.availability import AvailabilityAction
 from units_api.units.bulk import BulkByFilter, BulkItems
 from units_api.units.publishing import PublishingAction
@@ -26,7 +27,8 @@ from units_api.units.schemas import (
     UnitWrite,
 )
 
-DESCRIPTION = """\
+_SEARCHED = ", ".join(f"`{name}`" for name in SEARCH_FIELDS[:-1]) + f" or `{SEARCH_FIELDS[-1]}`"
+DESCRIPTION = f"""\
 Inventory of real-estate units (apartments, villas, offices...) with bilingual English/Arabic
 content, prices, payment plans, floor plans and meter readings.
 
@@ -58,9 +60,8 @@ and the position.
 
 ## Search (`q`)
 
-Every word must occur, as a word or the start of one, in `name`, `unitNameAr`, `unitDesc`,
-`unitDescAr`, `unitShortDesc`, `unitShortDescAr`, `city`, `location`, `type` or
-`subProjectId`. Case- and accent-insensitive; Arabic is normalised on both sides (tashkeel and
+Every word must occur, as a word or the start of one, in {_SEARCHED}.
+Case- and accent-insensitive; Arabic is normalised on both sides (tashkeel and
 tatweel removed; أ إ آ ٱ → ا; ى → ي; ة → ه; ؤ → و; ئ → ي; Arabic-Indic and Persian digits →
 0-9), so `q=شقة` finds `شقّة` and `مدينتى` finds `مدينتي`.
 """
@@ -96,6 +97,7 @@ class Problem(BaseModel):
     )
     allowedActions: list[str] | None = Field(default=None, description="On a state conflict.")
     parameter: str | None = Field(default=None, description="On a bad query parameter.")
+    header: str | None = Field(default=None, description="On a malformed header.")
     currentVersion: int | None = Field(default=None, description="On 412.")
 
 

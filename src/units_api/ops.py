@@ -30,6 +30,7 @@ def _json(description: str, **properties: str) -> dict[int | str, dict[str, Any]
 
 @router.get(
     "/healthz",
+    operation_id="getHealth",
     summary="Liveness: the process answers",
     responses=_json("The process is alive", status="string", version="string"),
 )
@@ -39,6 +40,7 @@ async def healthz() -> Response:
 
 @router.get(
     "/readyz",
+    operation_id="getReadiness",
     summary="Readiness: the database answers and its schema is current",
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
@@ -64,6 +66,7 @@ async def readyz(request: Request) -> Response:
 
 @router.get(
     "/metrics",
+    operation_id="getMetrics",
     summary="Prometheus metrics",
     response_class=PlainTextResponse,
     responses={

@@ -3,22 +3,48 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis import checks
+from starlette.datastructures import Headers
 
-from tests.conftest import Api, wait_until_ready
-from tests.test_cli import free_port
+from tests.conftest import Api
+from units_api.auth.router import KEYS_LIMIT
+from units_api.config import DEFAULTS
+from units_api.errors import InvalidHeader, InvalidParameter
+from units_api.http.docs import comma_list
+from units_api.http.etag import IF_MATCH_PATTERN, if_match
+from units_api.search.normalize import SEARCH_FIELDS
+from units_api.units.bulk import MAX_ITEMS, MAX_MATCHED
+from units_api.units.listing import LIST_LIMIT, MAX_DEPTH, SORTABLE, parse_list_params
+from units_api.units.query_schemas import QUERY_LIMIT
+from units_api.units.router import HISTORY_LIMIT
+
+OPERATION_IDS = {
+    ("get", "/api/v2/units/"): "listUnits",
+    ("post", "/api/v2/units/"): "createUnit",
+    ("get", "/api/v2/units/{id}/"): "getUnit",
+    ("put", "/api/v2/units/{id}/"): "replaceUnit",
+    ("patch", "/api/v2/units/{id}/"): "patchUnit",
+    ("delete", "/api/v2/units/{id}/"): "deleteUnit",
+    ("get", "/api/v2/units/{id}/history"): "listUnitHistory",
+    ("post", "/api/v2/units/query"): "runUnitQuery",
+    ("put", "/api/v2/units/bulk/update"): "bulkUpdateUnits",
+    ("put", "/api/v2/units/publishing-actions/{id}"): "runPublishingAction",
+    ("put", "/api/v2/units/availability-actions/{id}"): "runAvailabilityAction",
+    ("post", "/api/v2/api-keys"): "createApiKey",
+    ("get", "/api/v2/api-keys"): "listApiKeys",
+    ("get", "/api/v2/api-keys/{id}"): "getApiKey",
+    ("delete", "/api/v2/api-keys/{id}"): "revokeApiKey",
+    ("get", "/healthz"): "getHealth",
+    ("get", "/readyz"): "getReadiness",
+    ("get", "/metrics"): "getMetrics",
+}
 
 
 async def test_every_reference_resolves(api: Api) -> None:
@@ -60,34 +86,109 @@ async def test_document_is_openapi_3_1_with_every_operation(api: Api) -> None:
     }
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    port = free_port()
-    database = tmp_path_factory.mktemp("schemathesis") / "units.db"
-    env = {
-        **os.environ,
-        "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
-        "UNITS_API_ACCESS_LOG": "false",
-        "UNITS_API_RATE_LIMIT": "1000000/minute",
+async def document_of(api: Api) -> dict[str, Any]:
+    document: dict[str, Any] = (await api.client.get("/openapi.json")).json()
+    return document
+
+
+def parameters_of(operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {parameter["name"]: parameter for parameter in operation.get("parameters", [])}
+
+
+async def test_every_operation_has_a_short_stable_camel_case_operation_id(api: Api) -> None:
+    document = await document_of(api)
+    found = {
+        (method, path): operation.get("operationId")
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "units_api", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=Path(__file__).parent,
-    )
-    assert process.stdout is not None
-    process.stdout.readline()
-    key = process.stdout.readline().strip()
-    base = f"http://127.0.0.1:{port}"
-    wait_until_ready(base)
-    headers = {"Authorization": f"Bearer {key}"}
-    httpx.post(f"{base}/api/v2/units/", headers=headers, json={"name": "a", "type": "b"})
-    yield base, key
-    process.terminate()
-    process.wait(timeout=20)
+    assert found == OPERATION_IDS
+    assert len(set(found.values())) == len(found)
+    for operation_id in found.values():
+        assert operation_id is not None and re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)*", operation_id)
+
+
+async def test_numbers_in_the_document_come_from_the_code(api: Api) -> None:
+    document = await document_of(api)
+    paths = document["paths"]
+    listing = paths["/api/v2/units/"]["get"]
+    parameters = parameters_of(listing)
+    assert parameters["limit"]["schema"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": LIST_LIMIT.maximum,
+        "default": LIST_LIMIT.default,
+    }
+    assert parameters["page"]["schema"]["maximum"] == MAX_DEPTH
+    assert f"{MAX_DEPTH:,}" in listing["description"]
+    assert f"{DEFAULTS.count_budget_ms / 1000:g} s by default" in listing["description"]
+    history = parameters_of(paths["/api/v2/units/{id}/history"]["get"])
+    assert history["limit"]["schema"]["maximum"] == HISTORY_LIMIT.maximum
+    keys = parameters_of(paths["/api/v2/api-keys"]["get"])
+    assert keys["limit"]["schema"]["default"] == KEYS_LIMIT.default
+    bulk = paths["/api/v2/units/bulk/update"]["put"]["description"]
+    assert f"1..{MAX_ITEMS:,} items" in bulk and f"at most {MAX_MATCHED:,}" in bulk
+    create = parameters_of(paths["/api/v2/units/"]["post"])
+    hours = DEFAULTS.idempotency_ttl_seconds // 3600
+    assert f"for {hours} hours" in create["Idempotency-Key"]["description"]
+    publishing = paths["/api/v2/units/publishing-actions/{id}"]["put"]["description"]
+    assert "price > 0" in publishing and "UNITS_API_PUBLISH_REQUIRES" in publishing
+    limit = document["components"]["schemas"]["QueryRequest"]["properties"]["limit"]
+    assert (limit["maximum"], limit["default"]) == (QUERY_LIMIT.maximum, QUERY_LIMIT.default)
+    assert all(f"`{name}`" in document["info"]["description"] for name in SEARCH_FIELDS)
+
+
+async def test_parameters_say_what_the_server_checks(api: Api) -> None:
+    paths = (await document_of(api))["paths"]
+    listing = parameters_of(paths["/api/v2/units/"]["get"])
+    sort_by = re.compile(listing["sortBy"]["schema"]["pattern"])
+    assert sort_by.fullmatch("price") and sort_by.fullmatch("city, price")
+    assert not sort_by.fullmatch("colour") and not sort_by.fullmatch("price,")
+    fields = re.compile(listing["fields"]["schema"]["pattern"])
+    assert fields.fullmatch("id,name,paymentPlans") and not fields.fullmatch("notes")
+    assert re.compile(listing["order"]["schema"]["pattern"]).fullmatch("asc,desc")
+    unit = parameters_of(paths["/api/v2/units/{id}/"]["put"])
+    assert unit["id"]["schema"]["format"] == "uuid"
+    assert "pattern" in unit["If-Match"]["schema"]
+
+
+def _server_accepts_if_match(value: str) -> bool:
+    try:
+        if_match(Headers({"if-match": value}))
+    except InvalidHeader:
+        return False
+    return True
+
+
+IF_MATCH_TEXT = st.text(alphabet=st.sampled_from(['"', "W", "/", "*", ",", " ", "\t", "1", "a"]))
+
+
+@given(value=IF_MATCH_TEXT | st.text(st.characters(max_codepoint=0xFF)))
+@settings(max_examples=300)
+def test_the_if_match_pattern_is_the_server_s_check(value: str) -> None:
+    assert bool(re.fullmatch(IF_MATCH_PATTERN, value)) == _server_accepts_if_match(value)
+
+
+class _Query:
+    def __init__(self, **params: str) -> None:
+        self.query_params = params
+        self.headers: dict[str, str] = {}
+
+
+@given(names=st.lists(st.sampled_from([*SORTABLE, "colour", ""]), max_size=4), gap=st.text(" "))
+@settings(max_examples=200)
+def test_the_sort_pattern_is_the_server_s_check_but_for_repeats(names: list[str], gap: str) -> None:
+    value = f"{gap},{gap}".join(names)
+    try:
+        parse_list_params(_Query(sortBy=value))  # type: ignore[arg-type]
+        accepted = True
+    except InvalidParameter:
+        accepted = False
+    if value == "":
+        assert accepted  # no sort given: the default
+        return
+    distinct = len(set(names)) == len(names)
+    assert accepted == (bool(re.fullmatch(comma_list(SORTABLE)["pattern"], value)) and distinct)
 
 
 @pytest.fixture(scope="module")

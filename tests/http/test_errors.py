@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import pytest
 
@@ -36,6 +38,41 @@ async def test_wrong_method_is_405_with_allow(api: Api) -> None:
     response = await api.request("DELETE", "/api/v2/units/")
     assert_problem(response, 405)
     assert "POST" in response.headers["allow"]
+
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+async def test_every_known_path_answers_405_with_allow_for_other_methods(api: Api) -> None:
+    document = (await api.client.get("/openapi.json")).json()
+    for template, operations in document["paths"].items():
+        path = template.replace("{id}", str(uuid.uuid4()))
+        allowed = sorted(method.upper() for method in operations)
+        for method in set(METHODS) - set(allowed):
+            response = await api.request(method, path, content=b"{}")
+            assert_problem(response, 405)
+            assert response.headers["allow"] == ", ".join(allowed), (method, path)
+
+
+async def test_a_fixed_path_is_never_read_as_a_unit_id(api: Api) -> None:
+    for method in ("GET", "PUT", "PATCH", "DELETE"):
+        response = await api.request(method, "/api/v2/units/query/", json={})
+        body = assert_problem(response, 405)
+        assert response.headers["allow"] == "POST"
+        assert body["type"] == "/problems/method-not-allowed"
+    response = await api.request("GET", "/api/v2/units/bulk/update")
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "PUT"
+
+
+async def test_a_key_comes_before_404_and_405_under_the_api(api: Api) -> None:
+    for method, path in (("PUT", "/api/v2/units/query"), ("GET", "/api/v2/units/x")):
+        response = await api.client.request(method, path)
+        assert_problem(response, 401)
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    response = await api.client.request("POST", "/healthz")
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "GET"
 
 
 async def test_malformed_json_is_400(api: Api) -> None:

@@ -7,6 +7,7 @@ import uuid
 from decimal import Decimal
 
 import orjson
+import pytest
 from sqlalchemy import func, select
 
 from tests.conftest import Api, unit_body
@@ -189,6 +190,46 @@ async def test_if_match_guards_every_write(api: Api) -> None:
         await api.request("PATCH", path, json={"price": 2}, headers={"If-Match": '"1"'})
     ).status_code == 412
     assert (await api.request("DELETE", path, headers={"If-Match": '"2"'})).status_code == 204
+
+
+MALFORMED_IF_MATCH = ("", " ", "3", '"3', "W/3", '"3" "4"', '*, "3"', "**", "'3'")
+
+
+@pytest.mark.parametrize("value", MALFORMED_IF_MATCH)
+async def test_an_if_match_that_is_no_entity_tag_list_is_400_on_every_write(
+    api: Api, value: str
+) -> None:
+    unit = await api.create_unit()
+    path = f"/api/v2/units/{unit['id']}"
+    writes = (
+        ("PUT", path, unit_body()),
+        ("PATCH", path, {"price": 1}),
+        ("DELETE", path, None),
+        ("PUT", f"/api/v2/units/publishing-actions/{unit['id']}", {"action": "archive"}),
+        ("PUT", f"/api/v2/units/availability-actions/{unit['id']}", {"action": "block"}),
+    )
+    for method, url, body in writes:
+        response = await api.request(method, url, json=body, headers={"If-Match": value})
+        assert response.status_code == 400, (method, url, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["type"] == "/problems/invalid-header"
+        assert problem["header"] == "If-Match"
+    after = await api.request("GET", path)
+    assert after.json()["version"] == 1
+
+
+async def test_star_and_entity_tag_lists_match_as_before(api: Api) -> None:
+    unit = await api.create_unit()
+    path = f"/api/v2/units/{unit['id']}"
+    for version, value in enumerate(('"1"', ' W/"2" ', '"9", "3"', "*", ',"5",'), start=1):
+        response = await api.request(
+            "PATCH", path, json={"price": version}, headers={"If-Match": value}
+        )
+        assert response.status_code == 200, (value, response.text)
+        assert response.headers["etag"] == f'"{version + 1}"'
+    stale = await api.request("PATCH", path, json={"price": 0}, headers={"If-Match": '"1", W/"2"'})
+    assert stale.status_code == 412
 
 
 async def test_delete_then_404_everywhere_and_history_remains(api: Api) -> None:

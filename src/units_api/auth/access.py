@@ -34,10 +34,16 @@ async def _rate_limit(request: Request, context: AppContext, principal: Principa
         add_response_header(request.scope, name, value)
 
 
-async def authorize(request: Request, scope: str) -> Principal:
-    """Authenticate the bearer key, count it against its rate limit, check the scope."""
+async def authenticate(request: Request) -> Principal:
+    """Authenticate the bearer key and count it against its rate limit."""
     context: AppContext = request.app.state.context
     principal = await context.authenticator.authenticate(request.headers.get("authorization"))
     await _rate_limit(request, context, principal)
+    return principal
+
+
+async def authorize(request: Request, scope: str) -> Principal:
+    """Authenticate the bearer key, count it against its rate limit, check the scope."""
+    principal = await authenticate(request)
     principal.require(scope)
     return principal

@@ -3,30 +3,35 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Request
 from starlette.responses import Response
 
 from units_api.auth import repository, service
 from units_api.auth.access import authorize
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import ADMIN
-from units_api.auth.service import parse_key_id, render_key
+from units_api.auth.service import render_key
 from units_api.context import app_context
 from units_api.db import utcnow
-from units_api.errors import InvalidParameter
+from units_api.http import docs
 from units_api.http.body import read_json
-from units_api.http.cursor import decode_cursor, encode_cursor, parse_limit
 from units_api.http.docs import json_body, problems, success
 from units_api.http.json import JSONResponse
+from units_api.http.paging import Limit
+from units_api.http.paths import ID
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/api-keys", tags=["api keys"])
+KEYS_LIMIT = Limit(default=50, maximum=200)
+KeyId = Annotated[uuid.UUID, Path(description="The key's id (a UUID).")]
 
 
 @router.post(
     "",
     status_code=201,
+    operation_id="createApiKey",
     summary="Issue an API key",
     description="The secret (`key`) is in this response only; it is stored as a hash.",
     responses={
@@ -51,68 +56,50 @@ async def create_key(
 
 @router.get(
     "",
+    operation_id="listApiKeys",
     summary="List API keys",
+    description="Oldest first; follow `nextCursor` until it is null. Revoked keys are listed "
+    "with `revokedAt` set.",
     responses={**success(200, "ApiKeyPage", "A page of keys"), **problems(400)},
+    openapi_extra={"parameters": [docs.limit(KEYS_LIMIT), docs.CURSOR]},
 )
-async def list_keys(
-    request: Request,
-    limit: str | None = Query(None, description="1..200, default 50"),
-    cursor: str | None = Query(None, description="nextCursor of the previous page"),
-) -> Response:
+async def list_keys(request: Request) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    size = parse_limit(limit, default=50, maximum=200)
-    after = None
-    if cursor is not None:
-        (raw,) = decode_cursor(cursor, 1)
-        try:
-            after = uuid.UUID(str(raw))
-        except ValueError:
-            raise InvalidParameter("cursor", "is not a valid cursor") from None
+    size = KEYS_LIMIT.parse(request.query_params.get("limit"))
+    cursor = request.query_params.get("cursor")
     async with context.db.read() as conn:
-        rows = await repository.page(conn, after, size + 1)
-    more = len(rows) > size
-    rows = rows[:size]
-    return JSONResponse(
-        {
-            "data": [render_key(row) for row in rows],
-            "nextCursor": encode_cursor(str(rows[-1]["id"])) if more else None,
-        }
-    )
+        page = await service.list_keys(conn, size, cursor)
+    return JSONResponse(page)
 
 
 @router.get(
-    "/{id}",
+    f"/{ID}",
+    operation_id="getApiKey",
     summary="Read an API key",
     responses={**success(200, "ApiKeyRead", "The key record (never the secret)"), **problems(404)},
 )
-async def get_key(
-    request: Request,
-    id: str,
-) -> Response:
+async def get_key(request: Request, id: KeyId) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
     async with context.db.read() as conn:
-        row = await service.get_key(conn, parse_key_id(id))
+        row = await service.get_key(conn, id)
     return JSONResponse(render_key(row))
 
 
 @router.delete(
-    "/{id}",
+    f"/{ID}",
     status_code=204,
+    operation_id="revokeApiKey",
     summary="Revoke an API key",
     response_class=Response,
     responses={204: {"description": "Revoked"}, **problems(404)},
 )
-async def revoke_key(
-    request: Request,
-    id: str,
-) -> Response:
+async def revoke_key(request: Request, id: KeyId) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    key_id = parse_key_id(id)
     async with context.db.transaction() as conn:
-        await service.get_key(conn, key_id)
-        await repository.revoke(conn, key_id, utcnow())
-    context.authenticator.forget(key_id)
+        await service.get_key(conn, id)
+        await repository.revoke(conn, id, utcnow())
+    context.authenticator.forget(id)
     return Response(status_code=204)

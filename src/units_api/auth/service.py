@@ -27,10 +27,13 @@ from units_api.errors import (
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
+from units_api.http.paging import UUID, Keyset
 from units_api.http.ratelimit import Rate, parse_rate
 from units_api.units.fields import UNIT_CATALOGUE
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# Keys are listed in id order (UUIDv7: oldest first), after the last key's id.
+KEYS_KEYSET = Keyset("api-keys", (UUID,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,13 @@ def parse_key_id(raw: str) -> uuid.UUID:
         return uuid.UUID(raw)
     except ValueError:
         raise NotFound(f"No API key {raw}.") from None
+
+
+async def list_keys(conn: AsyncConnection, limit: int, cursor: str | None) -> dict[str, Any]:
+    after = KEYS_KEYSET.decode(cursor)
+    rows = await repository.page(conn, after[0] if after else None, limit + 1)
+    shown, next_cursor = KEYS_KEYSET.page(rows, limit, lambda row: (row["id"],))
+    return {"data": [render_key(row) for row in shown], "nextCursor": next_cursor}
 
 
 async def get_key(conn: AsyncConnection, key_id: uuid.UUID) -> RowMapping:

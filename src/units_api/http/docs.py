@@ -1,12 +1,19 @@
-"""Small builders for the OpenAPI parts FastAPI cannot infer from hand-parsed bodies."""
+"""Small builders for the OpenAPI parts FastAPI cannot infer from hand-parsed requests."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
+
+from units_api.http.etag import ETAG_PATTERN, IF_MATCH_PATTERN
+from units_api.http.idempotency import KEY_SCHEMA, REPLAYED
+from units_api.http.paging import CURSOR_SCHEMA, Limit
 
 _DESCRIPTIONS = {
     304: "Not modified (If-None-Match matched the current ETag)",
-    400: "Bad request: malformed JSON or a bad query parameter",
+    400: "Bad request: malformed JSON, a bad query parameter (named in `parameter`) or a "
+    "malformed header (named in `header`)",
     401: "Missing, malformed, unknown, revoked or expired API key",
     403: "The API key lacks the scope this operation needs",
     404: "No such resource",
@@ -19,6 +26,25 @@ _DESCRIPTIONS = {
     429: "Rate limit exceeded (see Retry-After)",
 }
 AUTH = (401, 403, 429)
+STRING: dict[str, Any] = {"type": "string"}
+_RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
+    "ETag": {
+        "description": 'The version as a strong entity-tag, e.g. "3".',
+        "schema": {"type": "string", "pattern": ETAG_PATTERN},
+    },
+    "Location": {
+        "description": "The path of the created resource.",
+        "schema": {"type": "string", "format": "uri-reference"},
+    },
+    "Link": {
+        "description": "The non-null page links (RFC 8288).",
+        "schema": STRING,
+    },
+    REPLAYED: {
+        "description": "Present on a replay of the first response to this Idempotency-Key.",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -42,7 +68,7 @@ def success(
         code: {
             "description": description,
             "content": {"application/json": {"schema": ref(schema)}},
-            "headers": {name: {"schema": {"type": "string"}} for name in headers},
+            "headers": {name: _RESPONSE_HEADERS[name] for name in headers},
         }
     }
 
@@ -56,20 +82,52 @@ def json_body(schema: str, media_types: tuple[str, ...] = ("application/json",))
     }
 
 
-def _parameter(name: str, where: str, description: str) -> dict[str, Any]:
+def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
         "in": where,
         "required": False,
         "description": description,
-        "schema": {"type": "string"},
+        "schema": schema,
     }
 
 
-def query(name: str, description: str) -> dict[str, Any]:
+def query(name: str, description: str, schema: dict[str, Any] = STRING) -> dict[str, Any]:
     """A documented query parameter that the handler reads itself (no per-request binding)."""
-    return _parameter(name, "query", description)
+    return _parameter(name, "query", description, schema)
 
 
-def header(name: str, description: str) -> dict[str, Any]:
-    return _parameter(name, "header", description)
+def header(name: str, description: str, schema: dict[str, Any] = STRING) -> dict[str, Any]:
+    return _parameter(name, "header", description, schema)
+
+
+def comma_list(names: Iterable[str], default: str | None = None) -> dict[str, Any]:
+    """A string of comma-separated names from a fixed set (a client sends one string)."""
+    item = rf"[ \t]*(?:{'|'.join(re.escape(name) for name in names)})[ \t]*"
+    schema: dict[str, Any] = {"type": "string", "pattern": rf"^{item}(?:,{item})*$"}
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
+def limit(size: Limit) -> dict[str, Any]:
+    return query("limit", f"Page size: {size.text}.", size.schema)
+
+
+CURSOR = query("cursor", "`nextCursor` of the previous page (opaque).", CURSOR_SCHEMA)
+IF_MATCH = header(
+    "If-Match",
+    'Apply only if the resource is at this version, e.g. "3" (else 412); `*` matches any. '
+    "A value that is not `*` or a list of entity-tags is a 400.",
+    {"type": "string", "pattern": IF_MATCH_PATTERN},
+)
+IF_NONE_MATCH = header("If-None-Match", "Answer 304 if the ETag matches.")
+
+
+def idempotency_key(ttl_seconds: int) -> dict[str, Any]:
+    return header(
+        "Idempotency-Key",
+        f"Replays the first response to the same key and body for {ttl_seconds // 3600} hours; "
+        "the same key with another body is a 422, and while the first is running a 409.",
+        KEY_SCHEMA,
+    )

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from units_api.errors import PreconditionFailed
+import re
+
+from starlette.datastructures import Headers
+
+from units_api.errors import InvalidHeader, PreconditionFailed
+
+# RFC 9110: If-Match = "*" / #entity-tag, entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE;
+# a list may hold empty elements, and optional whitespace around its commas.
+_ETAGC = r"[\x21\x23-\x7e\x80-\xff]"
+_TAG = rf'(?:W/)?"{_ETAGC}*"'
+_OWS = r"[ \t]*"
+IF_MATCH_PATTERN = rf"^{_OWS}(?:\*|(?:,{_OWS})*{_TAG}(?:{_OWS},(?:{_OWS}{_TAG})?)*){_OWS}$"
+ETAG_PATTERN = r'^"[0-9]+"$'
+_IF_MATCH = re.compile(IF_MATCH_PATTERN)
 
 
 def etag(version: int) -> str:
@@ -18,6 +31,14 @@ def matches(header: str | None, version: int) -> bool:
         return False
     tags = _tags(header)
     return "*" in tags or etag(version) in tags
+
+
+def if_match(headers: Headers) -> str | None:
+    """The If-Match header: absent is None; one that is not `*` or entity-tags is a 400."""
+    header = headers.get("if-match")
+    if header is not None and not _IF_MATCH.fullmatch(header):
+        raise InvalidHeader("If-Match", 'must be * or a list of entity-tags such as "3"')
+    return header
 
 
 def check_if_match(header: str | None, version: int) -> None:

@@ -21,10 +21,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from units_api.db import Database, utcnow
-from units_api.errors import BadRequest, IdempotencyInFlight, IdempotencyMismatch
+from units_api.errors import IdempotencyInFlight, IdempotencyMismatch, InvalidHeader
 from units_api.http.tables import idempotency_keys as table
 
 HEADER = "idempotency-key"
+HEADER_NAME = "Idempotency-Key"
+# What _valid_key accepts, as HTTP leaves it (without whitespace at either end).
+KEY_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 255,
+    "pattern": r"^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$",
+}
 REPLAYED = "Idempotent-Replayed"
 _KEPT_HEADERS = ("content-type", "location", "etag")
 # A claim this old belongs to a process that died mid-request; it may be taken over.
@@ -35,7 +43,7 @@ Operation = Callable[[AsyncConnection], Awaitable[Response]]
 
 def _valid_key(key: str) -> str:
     if not 1 <= len(key) <= 255 or not key.isascii() or not key.isprintable():
-        raise BadRequest("Idempotency-Key must be 1 to 255 printable ASCII characters.")
+        raise InvalidHeader(HEADER_NAME, "must be 1 to 255 printable ASCII characters")
     return key
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 import orjson
 from sqlalchemy import ColumnElement, ScalarSelect, and_
@@ -13,6 +12,7 @@ from starlette.datastructures import URL
 from units_api.db import Database
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
+from units_api.http.paging import page_links
 from units_api.search.index import count_matches, match, newest_matches
 from units_api.units import repository
 from units_api.units.counting import CountCache
@@ -25,27 +25,6 @@ def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
         return orjson.Fragment(doc)
     record = load_stored(doc)
     return {name: record.get(name) for name in fields}
-
-
-def _links(url: URL, page: int, last: int | None, has_next: bool) -> dict[str, str | None]:
-    # As URL.include_query_params(page=n) gives, with the other parameters encoded once.
-    others = [(k, v) for k, v in parse_qsl(url.query, keep_blank_values=True) if k != "page"]
-    base = str(url.replace(query=urlencode(others) + "&" if others else ""))
-
-    def at(number: int) -> str:
-        return f"{base}{'' if others else '?'}page={number}"
-
-    return {
-        "self": at(page),
-        "first": at(1),
-        "prev": at(page - 1) if page > 1 else None,
-        "next": at(page + 1) if has_next else None,
-        "last": at(last) if last is not None else None,
-    }
-
-
-def link_header(links: dict[str, str | None]) -> str:
-    return ", ".join(f'<{href}>; rel="{rel}"' for rel, href in links.items() if href)
 
 
 def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None) -> bool:
@@ -120,5 +99,5 @@ async def list_units(
             "totalPages": pages,
             "count": mode,
         },
-        "links": _links(url, params.page, pages, has_next),
+        "links": page_links(url, params.page, pages, has_next),
     }

@@ -74,7 +74,7 @@ class BulkByFilter(BaseModel):
         },
     )
 
-    filter: str = Field(description="RSQL; at most 10,000 units may match.")
+    filter: str = Field(description=f"RSQL; at most {MAX_MATCHED:,} units may match.")
     patch: dict[str, Any] = Field(description="One merge patch applied to every matching unit.")
     dryRun: bool = False
 

@@ -10,11 +10,13 @@ from starlette.requests import Request
 from units_api.errors import InvalidParameter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
+from units_api.http.paging import Limit, whole_number
 from units_api.search.normalize import query_tokens
 from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
+LIST_LIMIT = Limit(DEFAULT_LIMIT, MAX_LIMIT)
 MAX_DEPTH = 10_000
 MAX_QUERY_LENGTH = 500
 SORTABLE = {
@@ -29,9 +31,11 @@ SORTABLE = {
     "city": "city",
     "type": "type",
 }
-PROJECTABLE = frozenset(EDITABLE_FIELDS) | frozenset(SERVER_FIELDS)
+PROJECTABLE_ORDER = (*SERVER_FIELDS, *EDITABLE_FIELDS)
+PROJECTABLE = frozenset(PROJECTABLE_ORDER)
 # "default" is exact within the count budget (UNITS_API_COUNT_BUDGET_MS); "exact" was asked.
 CountMode = Literal["default", "exact", "estimated", "none"]
+COUNT_MODES = ("exact", "estimated", "none")  # what `Prefer: count=` may ask for
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +54,6 @@ class ListParams:
     q: str | None
     words: tuple[str, ...]  # of q, normalised once
     count: CountMode
-
-
-def _whole(name: str, raw: str | None, default: int, low: int, high: int | None) -> int:
-    if raw is None:
-        return default
-    if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
-        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
-        raise InvalidParameter(name, f"must be a whole number {bound}")
-    return int(raw)
 
 
 def _csv(raw: str) -> list[str]:
@@ -96,15 +91,15 @@ def _fields(raw: str | None) -> tuple[str, ...] | None:
 def _count_mode(prefer: str | None) -> CountMode:
     for part in (prefer or "").split(","):
         key, _, value = part.strip().partition("=")
-        if key.strip().lower() == "count" and value.strip() in ("exact", "estimated", "none"):
+        if key.strip().lower() == "count" and value.strip() in COUNT_MODES:
             return value.strip()  # type: ignore[return-value]
     return "default"
 
 
 def parse_list_params(request: Request) -> ListParams:
     query = request.query_params
-    limit = _whole("limit", query.get("limit"), DEFAULT_LIMIT, 1, MAX_LIMIT)
-    page = _whole("page", query.get("page"), 1, 1, None)
+    limit = LIST_LIMIT.parse(query.get("limit"))
+    page = whole_number("page", query.get("page"), 1, 1, None)
     if page * limit > MAX_DEPTH:
         raise InvalidParameter(
             "page",

@@ -64,6 +64,17 @@ def future_time(field: str, value: str | None) -> datetime:
         raise ValidationFailed([(field, str(error))]) from None
 
 
+_READINESS_TEXT = {
+    "price": "price > 0",
+    "image": "an image (`unitImageUrl` or a `gallery` item)",
+}
+
+
+def readiness_text(required: tuple[str, ...]) -> str:
+    """The readiness rules in words, for the documentation."""
+    return ", ".join(_READINESS_TEXT.get(name, name) for name in required)
+
+
 def missing_for_publishing(fields: dict[str, Any], required: tuple[str, ...]) -> list[str]:
     """What stops a unit from being published: the readiness rules, configurable."""
     missing = []

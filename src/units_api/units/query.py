@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, and_, distinct, func
 
 from units_api.db import Database, format_time
-from units_api.errors import InvalidParameter, ValidationFailed
+from units_api.errors import ValidationFailed
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.json import load_stored
+from units_api.http.paging import NUMBER, TEXT, TIME, UUID, Keyset, Kind, nullable
 from units_api.search.index import search_condition
 from units_api.units import repository
 from units_api.units.fields import unit_condition
@@ -67,41 +65,18 @@ def _sort(request: QueryRequest) -> tuple[SortKey, ...]:
     return tuple(SortKey(spec.field, spec.order == "desc") for spec in request.sort)
 
 
-def _fingerprint(sort: tuple[SortKey, ...]) -> str:
-    return ",".join(f"{key.field}:{'d' if key.descending else 'a'}" for key in sort)
-
-
-def _cursor_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Decimal | float):
-        return str(value)
-    return value
-
-
-def _typed(field: str, raw: Any) -> Any:
-    if raw is None:
-        return None
+def _kind(field: str) -> Kind:
     if field in TIMES:
-        return datetime.fromisoformat(raw)
+        return nullable(TIME)
     if field in NUMERIC:
-        return Decimal(raw)
-    return str(raw)
+        return nullable(NUMBER)
+    return nullable(TEXT)
 
 
-def _after(cursor: str, sort: tuple[SortKey, ...], dialect: str) -> ColumnElement[bool]:
-    fingerprint, values, last_id = decode_cursor(cursor, 3)
-    if (
-        fingerprint != _fingerprint(sort)
-        or not isinstance(values, list)
-        or len(values) != len(sort)
-    ):
-        raise InvalidParameter("cursor", "does not belong to this sort; start without one")
-    try:
-        typed = [_typed(key.field, value) for key, value in zip(sort, values, strict=True)]
-        return repository.keyset_after(sort, typed, uuid.UUID(str(last_id)), dialect)
-    except (ValueError, ArithmeticError, TypeError):
-        raise InvalidParameter("cursor", "is not a valid cursor") from None
+def _keyset(sort: tuple[SortKey, ...]) -> Keyset:
+    """The cursors of one sort order: its sort values, then the unit id."""
+    order = ",".join(f"{key.field}:{'d' if key.descending else 'a'}" for key in sort)
+    return Keyset(f"query:{order}", (*(_kind(key.field) for key in sort), UUID))
 
 
 def _project(doc: str, fields: list[str] | None) -> Any:
@@ -115,19 +90,18 @@ async def _page(
     db: Database, request: QueryRequest, condition: ColumnElement[bool]
 ) -> dict[str, Any]:
     sort = _sort(request)
-    if request.cursor is not None:
-        condition = and_(condition, _after(request.cursor, sort, db.dialect))
+    keyset = _keyset(sort)
+    after = keyset.decode(request.cursor)
+    if after is not None:
+        *values, last_id = after
+        condition = and_(condition, repository.keyset_after(sort, values, last_id, db.dialect))
     async with db.read() as conn:
         rows = await repository.keyset_page(conn, condition, sort, request.limit + 1)
-    more = len(rows) > request.limit
-    rows = rows[: request.limit]
-    next_cursor = None
-    if more:
-        last = rows[-1]
-        values = [_cursor_value(last[f"k{i}"]) for i in range(len(sort))]
-        next_cursor = encode_cursor(_fingerprint(sort), values, str(last["id"]))
+    shown, next_cursor = keyset.page(
+        rows, request.limit, lambda row: [*(row[f"k{i}"] for i in range(len(sort))), row["id"]]
+    )
     return {
-        "data": [_project(row["doc"], request.fields) for row in rows],
+        "data": [_project(row["doc"], request.fields) for row in shown],
         "nextCursor": next_cursor,
     }
 

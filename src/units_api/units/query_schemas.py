@@ -6,7 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from units_api.units.listing import PROJECTABLE, SORTABLE
+from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
+from units_api.http.paging import CURSOR_PATTERN, Limit
+from units_api.units.listing import MAX_QUERY_LENGTH, PROJECTABLE, PROJECTABLE_ORDER, SORTABLE
 from units_api.units.tables import FIELD_COLUMNS
 
 # Columns a query may group by or aggregate: the unit's typed columns.
@@ -26,6 +28,10 @@ AGGREGATABLE = {**GROUPABLE, **NUMERIC, **TIMES, "id": "id"}
 SortField = Literal[tuple(SORTABLE)]  # type: ignore[valid-type]
 GroupField = Literal[tuple(GROUPABLE)]  # type: ignore[valid-type]
 Alias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+QUERY_LIMIT = Limit(default=100, maximum=1000)
+# Checked by hand so a bad one is named as today (a 422, a 400 for the filter and cursor);
+# the document says what the checks accept.
+ProjectedField = Annotated[str, Field(json_schema_extra={"enum": list(PROJECTABLE_ORDER)})]
 
 
 class SortSpec(BaseModel):
@@ -39,7 +45,7 @@ class Aggregate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fn: Literal["count", "sum", "avg", "min", "max", "countDistinct"]
-    field: str | None = Field(
+    field: Annotated[str, Field(json_schema_extra={"enum": list(AGGREGATABLE)})] | None = Field(
         default=None, description="A column; `count` without one counts units."
     )
 
@@ -68,12 +74,16 @@ class QueryRequest(BaseModel):
         },
     )
 
-    filter: str | None = Field(default=None, description="RSQL, as the list's `p`.")
-    q: Annotated[str, StringConstraints(max_length=500)] | None = None
-    fields: list[str] | None = Field(default=None, max_length=60)
+    filter: Annotated[str, Field(json_schema_extra={"maxLength": MAX_FILTER_LENGTH})] | None = (
+        Field(default=None, description="RSQL, as the list's `p` (a bad one is a 400).")
+    )
+    q: Annotated[str, StringConstraints(max_length=MAX_QUERY_LENGTH)] | None = None
+    fields: list[ProjectedField] | None = Field(default=None, max_length=60)
     sort: list[SortSpec] = Field(default_factory=list, max_length=5)
-    limit: int = Field(default=100, ge=1, le=1000)
-    cursor: str | None = None
+    limit: int = QUERY_LIMIT.field()
+    cursor: (
+        Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": CURSOR_PATTERN})] | None
+    ) = Field(default=None, description="`nextCursor` of the previous page (a bad one is a 400).")
     groupBy: list[GroupField] = Field(default_factory=list, max_length=5)  # type: ignore[valid-type]
     aggregates: dict[Alias, Aggregate] = Field(default_factory=dict, max_length=20)
 

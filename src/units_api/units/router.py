@@ -4,27 +4,39 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
 from units_api.auth.access import authorize
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
+from units_api.config import DEFAULTS
 from units_api.context import app_context
+from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
+from units_api.http import docs
 from units_api.http.body import JSON, MERGE_PATCH, read_json
-from units_api.http.cursor import parse_limit
-from units_api.http.docs import header, json_body, problems, query, ref, success
-from units_api.http.etag import etag, matches
+from units_api.http.docs import json_body, problems, ref, success
+from units_api.http.etag import etag, if_match, matches
 from units_api.http.json import JSONResponse
+from units_api.http.paging import Limit, link_header
+from units_api.http.paths import ID
+from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units import availability, browse, bulk, publishing, service
-from units_api.units.browse import link_header
-from units_api.units.listing import SORTABLE, parse_list_params
+from units_api.units.listing import (
+    COUNT_MODES,
+    LIST_LIMIT,
+    MAX_DEPTH,
+    MAX_QUERY_LENGTH,
+    PROJECTABLE_ORDER,
+    SORTABLE,
+    parse_list_params,
+)
 from units_api.units.query import run_query
 from units_api.units.query_schemas import QueryRequest
-from units_api.units.service import Vocabularies, Written, parse_unit_id
+from units_api.units.service import Vocabularies, Written
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
@@ -34,10 +46,10 @@ Update = Callable[
     Awaitable[Written],
 ]
 
-IF_MATCH = header("If-Match", 'Apply only if the unit is at this version, e.g. "3" (else 412).')
-IDEMPOTENCY_KEY = header(
-    "Idempotency-Key", "Replays the first response to the same key and body for 24 hours."
-)
+HISTORY_LIMIT = Limit(default=50, maximum=200)
+UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
+IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
+COUNT_BUDGET_SECONDS = DEFAULTS.count_budget_ms / 1000
 
 
 def unit_location(unit_id: object) -> str:
@@ -55,24 +67,59 @@ def _unit_response(written: Written, status: int = 200) -> Response:
 
 @router.get(
     "",
+    operation_id="listUnits",
     summary="List units (most recent first)",
     description="Kept for compatibility and limited use: deep reads belong to the query "
-    "endpoint and exports (page x limit is capped at 10,000). `p` filters with RSQL "
+    f"endpoint and exports (page x limit is capped at {MAX_DEPTH:,}). `p` filters with RSQL "
     "(e.g. `city==Cairo;price=ge=1000000`, `floorsPlan.rooms=ge=3`); `Prefer: count=exact|"
     "estimated|none` chooses how `meta.total` is counted; without it the total is exact, "
-    "unless counting it exactly takes longer than the count budget (2 s by default): then "
-    "it is the estimate and `meta.count` says `estimated`.",
+    "unless counting it exactly takes longer than the count budget "
+    f"({COUNT_BUDGET_SECONDS:g} s by default, `UNITS_API_COUNT_BUDGET_MS`): then it is the "
+    "estimate and `meta.count` says `estimated`. A bad parameter is a 400 naming it.",
     responses={**success(200, "UnitPage", "A page of units", ("Link",)), **problems(400)},
     openapi_extra={
         "parameters": [
-            query("limit", "1..100, default 20"),
-            query("page", ">= 1, default 1"),
-            query("sortBy", "comma list: " + ", ".join(SORTABLE)),
-            query("order", "asc or desc (default), or one per sortBy"),
-            query("fields", "comma list of fields to return; id always"),
-            query("p", "filter (RSQL), e.g. city==Cairo;price=ge=1000000"),
-            query("q", "search text: every word, as a word or a prefix, in English or Arabic"),
-            header("Prefer", "count=exact (default), estimated or none"),
+            docs.limit(LIST_LIMIT),
+            docs.query(
+                "page",
+                f"Page number, from 1; page x limit may not pass {MAX_DEPTH:,} (deeper reads: "
+                "the query endpoint or an export).",
+                {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "default": 1},
+            ),
+            docs.query(
+                "sortBy",
+                "Comma list of sort fields, each at most once (default `createdAt`); ties "
+                "break on `id`.",
+                docs.comma_list(SORTABLE, "createdAt"),
+            ),
+            docs.query(
+                "order",
+                "`asc` or `desc` (default) for every sort field, or one per `sortBy` field.",
+                docs.comma_list(("asc", "desc"), "desc"),
+            ),
+            docs.query(
+                "fields",
+                "Comma list of the fields to return; `id` always.",
+                docs.comma_list(PROJECTABLE_ORDER),
+            ),
+            docs.query(
+                "p",
+                "Filter (RSQL), e.g. `city==Cairo;price=ge=1000000`.",
+                {"type": "string", "maxLength": MAX_FILTER_LENGTH},
+            ),
+            docs.query(
+                "q",
+                "Search text: every word, as a word or a prefix, in "
+                + ", ".join(f"`{name}`" for name in SEARCH_FIELDS)
+                + " (English or Arabic).",
+                {"type": "string", "maxLength": MAX_QUERY_LENGTH},
+            ),
+            docs.header(
+                "Prefer",
+                "`count=exact`, `count=estimated` or `count=none` chooses how `meta.total` is "
+                "counted; other preferences are ignored.",
+                {"type": "string", "examples": [f"count={mode}" for mode in COUNT_MODES]},
+            ),
         ]
     },
 )
@@ -95,9 +142,10 @@ async def list_units(request: Request) -> Response:
 @router.post(
     "",
     status_code=201,
+    operation_id="createUnit",
     summary="Create a unit",
     responses={
-        **success(201, "UnitRead", "The created unit", ("Location", "ETag")),
+        **success(201, "UnitRead", "The created unit", ("Location", "ETag", "Idempotent-Replayed")),
         **problems(400, 409, 413, 415, 422),
     },
     openapi_extra={**json_body("UnitWrite"), "parameters": [IDEMPOTENCY_KEY]},
@@ -118,6 +166,7 @@ async def create_unit(
 
 @router.post(
     "/query",
+    operation_id="runUnitQuery",
     summary="Query units: filters, search, projection, cursors, aggregates",
     description="Keyset pagination with no depth limit (follow `nextCursor`); a cursor stays "
     "valid while units come and go. With `aggregates`, one row per `groupBy` group "
@@ -139,14 +188,18 @@ async def query_units(request: Request) -> Response:
 
 @router.put(
     "/bulk/update",
+    operation_id="bulkUpdateUnits",
     summary="Update many units",
     description='Either `{"units": [{"id", "version"?, ...merge patch}], "atomic": '
-    "true}` (1..1000 items; atomic: all or nothing, else each item stands alone and the "
-    'results say how each went), or `{"filter": RSQL, "patch": {...}, "dryRun": '
-    "false}` (one patch for every matching unit, at most 10,000). Each changed unit gets its "
-    "version, history entry (`bulk`) and event, as a single update would.",
+    f"true}}` (1..{bulk.MAX_ITEMS:,} items; atomic: all or nothing, else each item stands "
+    'alone and the results say how each went), or `{"filter": RSQL, "patch": {...}, '
+    f'"dryRun": false}}` (one patch for every matching unit, at most {bulk.MAX_MATCHED:,}). '
+    "Each changed unit gets its version, history entry (`bulk`) and event, as a single "
+    "update would.",
     responses={
-        **success(200, "BulkResult", "Per-item results, or the match counts"),
+        **success(
+            200, "BulkResult", "Per-item results, or the match counts", ("Idempotent-Replayed",)
+        ),
         **problems(400, 409, 413, 415, 422),
     },
     openapi_extra={
@@ -172,20 +225,22 @@ async def bulk_update(request: Request) -> Response:
 
 
 @router.put(
-    "/publishing-actions/{id}",
+    f"/publishing-actions/{ID}",
+    operation_id="runPublishingAction",
     summary="Publish, schedule, unpublish, archive or restore a unit",
     description="From draft: publish, schedule, archive. Scheduled: publish, schedule (new "
     "time), unpublish (back to draft), archive. Published: publish (channels updated), "
     "unpublish, archive. Unpublished: publish, schedule, archive. Archived: restore (to "
     "draft). Anything else is a 409 listing `allowedActions`. publish and schedule need a "
-    "ready unit (name, type, city, price > 0, an image), else a 422 listing what is missing.",
+    f"ready unit (by default: {publishing.readiness_text(DEFAULTS.readiness)}; "
+    "`UNITS_API_PUBLISH_REQUIRES`), else a 422 listing what is missing.",
     responses={
         **success(200, "UnitRead", "The unit after the action", ("ETag",)),
         **problems(400, 404, 409, 412, 413, 415, 422),
     },
-    openapi_extra={**json_body("PublishingAction"), "parameters": [IF_MATCH]},
+    openapi_extra={**json_body("PublishingAction"), "parameters": [docs.IF_MATCH]},
 )
-async def publishing_action(id: str, request: Request) -> Response:
+async def publishing_action(id: UnitId, request: Request) -> Response:
     readiness = app_context(request).settings.readiness
 
     async def apply(
@@ -197,7 +252,8 @@ async def publishing_action(id: str, request: Request) -> Response:
 
 
 @router.put(
-    "/availability-actions/{id}",
+    f"/availability-actions/{ID}",
+    operation_id="runAvailabilityAction",
     summary="Reserve, release, sell, block or unblock a unit",
     description="available -> reserved (reserve, `until` in the future) | sold | blocked; "
     "reserved -> reserved (reserve again extends the hold) | available (release, or when "
@@ -207,9 +263,9 @@ async def publishing_action(id: str, request: Request) -> Response:
         **success(200, "UnitRead", "The unit after the action", ("ETag",)),
         **problems(400, 404, 409, 412, 413, 415, 422),
     },
-    openapi_extra={**json_body("AvailabilityAction"), "parameters": [IF_MATCH]},
+    openapi_extra={**json_body("AvailabilityAction"), "parameters": [docs.IF_MATCH]},
 )
-async def availability_action(id: str, request: Request) -> Response:
+async def availability_action(id: UnitId, request: Request) -> Response:
     async def apply(
         conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
     ) -> Written:
@@ -218,53 +274,52 @@ async def availability_action(id: str, request: Request) -> Response:
     return await _state_action(request, id, UNITS_WRITE, apply)
 
 
-async def _state_action(request: Request, id: str, scope: str, apply: StateAction) -> Response:
+async def _state_action(
+    request: Request, unit_id: uuid.UUID, scope: str, apply: StateAction
+) -> Response:
     """A state machine's action: one transaction, the unit's new record as the answer."""
     principal = await authorize(request, scope)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
-        written = await apply(conn, unit_id, body.value, principal, request.headers.get("if-match"))
+        written = await apply(conn, unit_id, body.value, principal, expected)
     return _unit_response(written)
 
 
 @router.get(
-    "/{id}",
+    f"/{ID}",
+    operation_id="getUnit",
     summary="Retrieve a unit",
     responses={
         **success(200, "UnitRead", "The unit", ("ETag",)),
         304: {"description": "Not modified"},
         **problems(404),
     },
-    openapi_extra={"parameters": [header("If-None-Match", "Answer 304 if the ETag matches.")]},
+    openapi_extra={"parameters": [docs.IF_NONE_MATCH]},
 )
-async def get_unit(
-    id: str,
-    request: Request,
-) -> Response:
+async def get_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
-    body, version = await service.get(context.db, unit_id, principal)
+    body, version = await service.get(context.db, id, principal)
     if matches(request.headers.get("if-none-match"), version):
         return Response(status_code=304, headers={"ETag": etag(version)})
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")
 
 
 async def _update(
-    request: Request, id: str, media_types: tuple[str, ...], apply: Update
+    request: Request, unit_id: uuid.UUID, media_types: tuple[str, ...], apply: Update
 ) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
     async with context.db.transaction(lone=True) as conn:
         written = await apply(
             conn,
             unit_id,
             body.value,
-            request.headers.get("if-match"),
+            expected,
             principal,
             context.settings.vocabularies,
         )
@@ -272,21 +327,23 @@ async def _update(
 
 
 @router.put(
-    "/{id}",
+    f"/{ID}",
+    operation_id="replaceUnit",
     summary="Replace a unit",
     description="Replaces every editable field: a field left out becomes null or [].",
     responses={
         **success(200, "UnitRead", "The replaced unit", ("ETag",)),
         **problems(400, 404, 412, 413, 415, 422),
     },
-    openapi_extra={**json_body("UnitWrite"), "parameters": [IF_MATCH]},
+    openapi_extra={**json_body("UnitWrite"), "parameters": [docs.IF_MATCH]},
 )
-async def replace_unit(id: str, request: Request) -> Response:
+async def replace_unit(id: UnitId, request: Request) -> Response:
     return await _update(request, id, JSON, service.replace)
 
 
 @router.patch(
-    "/{id}",
+    f"/{ID}",
+    operation_id="patchUnit",
     summary="Partially update a unit (JSON Merge Patch)",
     description="RFC 7396: a key sets, null clears, unitLocation and expense merge key by "
     "key, arrays are replaced whole. The result is validated as a whole.",
@@ -294,48 +351,44 @@ async def replace_unit(id: str, request: Request) -> Response:
         **success(200, "UnitRead", "The updated unit", ("ETag",)),
         **problems(400, 404, 412, 413, 415, 422),
     },
-    openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [IF_MATCH]},
+    openapi_extra={**json_body("UnitPatch", MERGE_PATCH), "parameters": [docs.IF_MATCH]},
 )
-async def patch_unit(id: str, request: Request) -> Response:
+async def patch_unit(id: UnitId, request: Request) -> Response:
     return await _update(request, id, MERGE_PATCH, service.patch)
 
 
 @router.delete(
-    "/{id}",
+    f"/{ID}",
     status_code=204,
+    operation_id="deleteUnit",
     summary="Delete a unit",
     response_class=Response,
-    responses={204: {"description": "Deleted"}, **problems(404, 412)},
-    openapi_extra={"parameters": [IF_MATCH]},
+    responses={204: {"description": "Deleted"}, **problems(400, 404, 412)},
+    openapi_extra={"parameters": [docs.IF_MATCH]},
 )
-async def delete_unit(
-    id: str,
-    request: Request,
-) -> Response:
+async def delete_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
+    expected = if_match(request.headers)
     async with context.db.transaction() as conn:
-        await service.delete(conn, unit_id, request.headers.get("if-match"), principal)
+        await service.delete(conn, id, expected, principal)
     return Response(status_code=204)
 
 
 @router.get(
-    "/{id}/history",
+    f"/{ID}/history",
+    operation_id="listUnitHistory",
     summary="A unit's change history, newest first",
-    description="Field-level diffs of every change; stays readable after the unit is deleted.",
+    description="Field-level diffs of every change; stays readable after the unit is deleted. "
+    "Follow `nextCursor` until it is null; a bad `limit` or `cursor` is a 400.",
     responses={**success(200, "HistoryPage", "A page of history entries"), **problems(400, 404)},
+    openapi_extra={"parameters": [docs.limit(HISTORY_LIMIT), docs.CURSOR]},
 )
-async def unit_history(
-    request: Request,
-    id: str,
-    limit: str | None = Query(None, description="1..200, default 50"),
-    cursor: str | None = Query(None, description="nextCursor of the previous page"),
-) -> Response:
+async def unit_history(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
-    unit_id = parse_unit_id(id)
-    size = parse_limit(limit, default=50, maximum=200)
+    size = HISTORY_LIMIT.parse(request.query_params.get("limit"))
+    cursor = request.query_params.get("cursor")
     async with context.db.read() as conn:
-        page = await service.history(conn, unit_id, size, cursor, principal)
+        page = await service.history(conn, id, size, cursor, principal)
     return JSONResponse(page)

@@ -16,11 +16,11 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, format_time, utcnow, uuid7
-from units_api.errors import InvalidParameter, NotFound, ValidationFailed
+from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.tree import Node
-from units_api.http.cursor import decode_cursor, encode_cursor
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
+from units_api.http.paging import INTEGER, Keyset
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.fields import unit_predicate
@@ -35,6 +35,8 @@ from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.validation import check_patch_keys, validate_unit
 
 Vocabularies = Mapping[str, tuple[str, ...]]
+# History pages newest first, after the last entry's id.
+HISTORY_KEYSET = Keyset("history", (INTEGER,))
 
 
 class Caller(Protocol):
@@ -230,20 +232,13 @@ async def history(
         row = await repository.fetch_doc(conn, unit_id)
         if row is None or not admit(load_stored(row[0])):
             raise _not_found(unit_id)  # a key bound by a policy cannot judge a deleted unit
-    before = None
-    if cursor is not None:
-        (before,) = decode_cursor(cursor, 1)
-        if not isinstance(before, int) or isinstance(before, bool):
-            raise InvalidParameter("cursor", "is not a valid cursor")
+    after = HISTORY_KEYSET.decode(cursor)
+    before = after[0] if after else None
     rows = await repository.history_page(conn, unit_id, before, limit + 1)
     if not rows and before is None:
         raise _not_found(unit_id)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return {
-        "data": [_history_entry(row) for row in rows],
-        "nextCursor": encode_cursor(rows[-1]["id"]) if more else None,
-    }
+    shown, next_cursor = HISTORY_KEYSET.page(rows, limit, lambda row: (row["id"],))
+    return {"data": [_history_entry(row) for row in shown], "nextCursor": next_cursor}
 
 
 async def save_state(

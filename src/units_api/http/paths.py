@@ -1,0 +1,29 @@
+"""Path parameters: an id in a path is a canonical UUID, or the path names nothing.
+
+So `/api/v2/units/query` is never read as the unit `query`: a method that path does not
+allow is a 405 with `Allow`, and a segment that is no id is a 404 like any unknown path.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from starlette.convertors import Convertor, register_url_convertor
+
+UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+
+class CanonicalUUID(Convertor[uuid.UUID]):
+    """The 8-4-4-4-12 hexadecimal form, in either case (what OpenAPI's `format: uuid` is)."""
+
+    regex = UUID_PATTERN
+
+    def convert(self, value: str) -> uuid.UUID:
+        return uuid.UUID(value)
+
+    def to_string(self, value: uuid.UUID) -> str:
+        return str(value)
+
+
+register_url_convertor("id", CanonicalUUID())
+ID = "{id:id}"
