@@ -33,7 +33,7 @@ from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
 from units_api.search.index import count_matches, newest_matches, search_condition
 from units_api.search.normalize import query_tokens
-from units_api.units.fields import unit_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.listing import SortKey
 from units_api.units.repository import count_all, hits_query, page_query
 from units_api.units.seeding import seed_units

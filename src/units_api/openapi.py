@@ -13,13 +13,14 @@ from units_api import __version__
 from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
 from units_api.search.normalize import SEARCH_FIELDS
-from units_api.units.availability import AvailabilityAction
-from units_api.units.bulk import BulkByFilter, BulkItems
-from units_api.units.publishing import PublishingAction
-from units_api.units.query_schemas import QueryRequest
 from units_api.units.schemas import (
+    AvailabilityAction,
+    BulkByFilter,
+    BulkItems,
     BulkResult,
     HistoryPage,
+    PublishingAction,
+    QueryRequest,
     QueryResult,
     UnitPage,
     UnitPatch,

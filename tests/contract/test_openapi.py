@@ -20,10 +20,10 @@ from units_api.errors import InvalidHeader, InvalidParameter
 from units_api.http.docs import comma_list
 from units_api.http.etag import IF_MATCH_PATTERN, if_match
 from units_api.search.normalize import SEARCH_FIELDS
-from units_api.units.bulk import MAX_ITEMS, MAX_MATCHED
-from units_api.units.listing import LIST_LIMIT, MAX_DEPTH, SORTABLE, parse_list_params
-from units_api.units.query_schemas import QUERY_LIMIT
+from units_api.units.fields import SORTABLE
+from units_api.units.listing import LIST_LIMIT, MAX_DEPTH, parse_list_params
 from units_api.units.router import HISTORY_LIMIT
+from units_api.units.schemas import MAX_ITEMS, MAX_MATCHED, QUERY_LIMIT
 
 OPERATION_IDS = {
     ("get", "/api/v2/units/"): "listUnits",

@@ -11,7 +11,7 @@ from tests.conftest import Api
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.http.json import dumps, load_stored
-from units_api.units.fields import UNIT_CATALOGUE
+from units_api.units.filtering import UNIT_CATALOGUE
 
 Document = dict[str, Any]
 

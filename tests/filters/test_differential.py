@@ -30,7 +30,7 @@ from tests.filters.scoped_units import (
 )
 from units_api.filters.fields import Field
 from units_api.sample_data import fake_unit
-from units_api.units.fields import UNIT_CATALOGUE
+from units_api.units.filtering import UNIT_CATALOGUE
 
 SELECTORS = [
     "name",

@@ -24,7 +24,7 @@ from units_api.errors import InvalidParameter
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
-from units_api.units.fields import UNIT_CATALOGUE
+from units_api.units.filtering import UNIT_CATALOGUE
 
 URL = "https://cdn.example.com/u/{}.jpg"
 

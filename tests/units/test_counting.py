@@ -17,7 +17,7 @@ from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
 from units_api.search.index import search_condition
 from units_api.units.counting import CHANGE_VERSION, CountCache
-from units_api.units.fields import unit_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 

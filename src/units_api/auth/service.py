@@ -29,7 +29,7 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.paging import UUID, Keyset
 from units_api.http.ratelimit import Rate, parse_rate
-from units_api.units.fields import UNIT_CATALOGUE
+from units_api.units.filtering import UNIT_CATALOGUE
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)
 # Keys are listed in id order (UUIDv7: oldest first), after the last key's id.

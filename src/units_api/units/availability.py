@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import format_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.publishing import future_time
 from units_api.units.record import UnitRecord
+from units_api.units.schemas import AvailabilityAction
 from units_api.units.service import Caller, Written, locked, save_state
 from units_api.units.states import AVAILABILITY, next_state
 from units_api.validation import parse_model
@@ -24,21 +24,6 @@ EVENTS = {
     "block": "unit.blocked",
     "unblock": "unit.unblocked",
 }
-
-
-class AvailabilityAction(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"action": "reserve", "until": "2026-12-01T18:00:00Z"},
-                {"action": "sell"},
-            ]
-        },
-    )
-
-    action: Literal["reserve", "release", "sell", "block", "unblock"]
-    until: str | None = Field(default=None, description="RFC 3339, in the future; for reserve.")
 
 
 def _moved(record: UnitRecord, action: str, until: datetime | None) -> None:

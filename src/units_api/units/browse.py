@@ -16,7 +16,7 @@ from units_api.http.paging import page_links
 from units_api.search.index import count_matches, match, newest_matches
 from units_api.units import repository
 from units_api.units.counting import CountCache
-from units_api.units.fields import unit_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.listing import ListParams
 
 

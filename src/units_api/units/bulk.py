@@ -12,7 +12,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import ColumnElement, and_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,63 +19,15 @@ from units_api.errors import ApiError, BulkFailed, ValidationFailed
 from units_api.filters.parser import parse_filter
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
-from units_api.units.fields import unit_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import UnitRecord, diff
-from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.schemas import EDITABLE_FIELDS, MAX_MATCHED, BulkByFilter, BulkItems
 from units_api.units.service import Caller, Vocabularies
 from units_api.units.validation import check_patch_keys, validate_unit
 from units_api.validation import parse_model
 
-MAX_ITEMS = 1000
-MAX_MATCHED = 10_000
 MAX_LISTED_ERRORS = 100
-
-
-class BulkItems(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "units": [
-                        {
-                            "id": "019a8f2e-5c1b-7d3e-9a4f-0b1c2d3e4f50",
-                            "version": 3,
-                            "price": 4100000,
-                        }
-                    ],
-                    "atomic": True,
-                }
-            ]
-        },
-    )
-
-    units: list[dict[str, Any]] = Field(
-        min_length=1,
-        max_length=MAX_ITEMS,
-        description="Merge patches, each with the unit's `id` and optionally its `version`.",
-    )
-    atomic: bool = Field(default=True, description="All or nothing (default), or item by item.")
-
-
-class BulkByFilter(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "filter": "subProjectId==mivida-2;priceBase==total",
-                    "patch": {"guaranty": 2},
-                    "dryRun": True,
-                }
-            ]
-        },
-    )
-
-    filter: str = Field(description=f"RSQL; at most {MAX_MATCHED:,} units may match.")
-    patch: dict[str, Any] = Field(description="One merge patch applied to every matching unit.")
-    dryRun: bool = False
 
 
 @dataclass(slots=True)

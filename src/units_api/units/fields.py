@@ -1,42 +1,36 @@
-"""The unit's fields as filters see them, and the one way units code turns a filter into SQL."""
+"""The unit's fields that have a column of their own: what the list and the query may sort,
+group and aggregate by, and how they compare."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from units_api.units.tables import FIELD_COLUMNS
 
-from sqlalchemy import ColumnElement
-
-from units_api.filters.evaluate import Predicate, compile_filter
-from units_api.filters.fields import Catalogue, Field, model_fields
-from units_api.filters.sql import to_condition
-from units_api.filters.tree import Node
-from units_api.units.schemas import UnitFields
-from units_api.units.tables import FIELD_COLUMNS, units
-
-_SERVER_FIELDS = {
-    "id": Field("uuid", column="id", path=("id",)),
-    "createdAt": Field("time", column="created_at", path=("createdAt",)),
-    "updatedAt": Field("time", column="updated_at", path=("updatedAt",)),
-    "version": Field("integer", column="version", path=("version",)),
-    "status": Field("text", column="publishing_status", path=("publishing", "status")),
-    "availability": Field("text", column="availability_status", path=("availability", "status")),
-    "channel": Field("text", array=("publishing", "channels")),
+SORTABLE = {
+    "createdAt": "created_at",
+    "updatedAt": "updated_at",
+    "name": "name",
+    "price": "price",
+    "surface": "surface",
+    "startingPrice": "starting_price",
+    "maxPrice": "max_price",
+    "guaranty": "guaranty",
+    "city": "city",
+    "type": "type",
 }
+# Text sorts compare code points on both dialects (COLLATE "C" on PostgreSQL).
+TEXT_SORT_FIELDS = ("name", "city", "type")
+# Never null, so sorted without NULLS LAST (which would keep PostgreSQL off their indexes).
+NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
 
-UNIT_CATALOGUE = Catalogue(
-    fields=model_fields(UnitFields, columns=FIELD_COLUMNS, server=_SERVER_FIELDS),
-    table=units,
-    document="doc",
-)
-
-
-def unit_condition(node: Node | None, dialect: str, parameter: str = "p") -> ColumnElement[bool]:
-    """The condition a filter (or a key's policy) puts on `units` rows; true for none."""
-    return to_condition(node, UNIT_CATALOGUE, dialect, parameter)
-
-
-@lru_cache(maxsize=1024)
-def unit_predicate(node: Node, parameter: str = "policy") -> Predicate:
-    """Whether a unit's document (as the API returns it) matches a filter or policy; compiled
-    once per filter."""
-    return compile_filter(node, UNIT_CATALOGUE, parameter)
+_TEXT = ("name", "type", "location", "city", "subProjectId", "priceBase")
+GROUPABLE = {
+    **{field: FIELD_COLUMNS[field] for field in _TEXT},
+    "status": "publishing_status",
+    "availability": "availability_status",
+}
+NUMERIC = {
+    **{field: column for field, column in FIELD_COLUMNS.items() if field not in _TEXT},
+    "version": "version",
+}
+TIMES = {"createdAt": "created_at", "updatedAt": "updated_at"}
+AGGREGATABLE = {**GROUPABLE, **NUMERIC, **TIMES, "id": "id"}

@@ -12,27 +12,13 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.paging import Limit, whole_number
 from units_api.search.normalize import query_tokens
-from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
+from units_api.units.fields import SORTABLE
+from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
 LIST_LIMIT = Limit(DEFAULT_LIMIT, MAX_LIMIT)
 MAX_DEPTH = 10_000
-MAX_QUERY_LENGTH = 500
-SORTABLE = {
-    "createdAt": "created_at",
-    "updatedAt": "updated_at",
-    "name": "name",
-    "price": "price",
-    "surface": "surface",
-    "startingPrice": "starting_price",
-    "maxPrice": "max_price",
-    "guaranty": "guaranty",
-    "city": "city",
-    "type": "type",
-}
-PROJECTABLE_ORDER = (*SERVER_FIELDS, *EDITABLE_FIELDS)
-PROJECTABLE = frozenset(PROJECTABLE_ORDER)
 # "default" is exact within the count budget (UNITS_API_COUNT_BUDGET_MS); "exact" was asked.
 CountMode = Literal["default", "exact", "estimated", "none"]
 COUNT_MODES = ("exact", "estimated", "none")  # what `Prefer: count=` may ask for

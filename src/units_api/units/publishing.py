@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import format_time, parse_future_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.record import UnitRecord
+from units_api.units.schemas import PublishingAction
 from units_api.units.service import Caller, Written, locked, save_state
 from units_api.units.states import PUBLISHING, next_state
 from units_api.validation import parse_model
@@ -24,34 +24,6 @@ EVENTS = {
     "restore": "unit.restored",
 }
 DEFAULT_READINESS = ("name", "type", "city", "price", "image")
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value or not value.strip():
-        raise ValueError("must be a non-blank name")
-    return value
-
-
-Channel = Annotated[str, StringConstraints(min_length=1, max_length=100), AfterValidator(_no_nul)]
-
-
-class PublishingAction(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"action": "publish", "channels": ["website", "app"]},
-                {"action": "schedule", "at": "2026-12-01T08:00:00Z", "channels": ["website"]},
-                {"action": "unpublish"},
-            ]
-        },
-    )
-
-    action: Literal["publish", "unpublish", "schedule", "archive", "restore"]
-    at: str | None = Field(default=None, description="RFC 3339, in the future; for schedule.")
-    channels: list[Channel] | None = Field(
-        default=None, max_length=50, description="Where the unit is published; kept if absent."
-    )
 
 
 def future_time(field: str, value: str | None) -> datetime:

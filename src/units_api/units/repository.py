@@ -22,7 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, driver_connection, utcnow
 from units_api.units.counting import CHANGE_VERSION
-from units_api.units.listing import SORTABLE, SortKey
+from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS
+from units_api.units.listing import SortKey
 from units_api.units.tables import unit_counters, unit_history, units
 
 
@@ -81,8 +82,6 @@ async def history_page(
     return list((await conn.execute(query)).mappings())
 
 
-TEXT_SORT_FIELDS = ("name", "city", "type")
-NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
 _COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
 
 

@@ -25,17 +25,16 @@ from units_api.http.paging import Limit, link_header
 from units_api.http.paths import ID
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units import availability, browse, bulk, publishing, service
-from units_api.units.listing import (
-    COUNT_MODES,
-    LIST_LIMIT,
-    MAX_DEPTH,
+from units_api.units.fields import SORTABLE
+from units_api.units.listing import COUNT_MODES, LIST_LIMIT, MAX_DEPTH, parse_list_params
+from units_api.units.query import run_query
+from units_api.units.schemas import (
+    MAX_ITEMS,
+    MAX_MATCHED,
     MAX_QUERY_LENGTH,
     PROJECTABLE_ORDER,
-    SORTABLE,
-    parse_list_params,
+    QueryRequest,
 )
-from units_api.units.query import run_query
-from units_api.units.query_schemas import QueryRequest
 from units_api.units.service import Vocabularies, Written
 from units_api.validation import parse_model
 
@@ -191,9 +190,9 @@ async def query_units(request: Request) -> Response:
     operation_id="bulkUpdateUnits",
     summary="Update many units",
     description='Either `{"units": [{"id", "version"?, ...merge patch}], "atomic": '
-    f"true}}` (1..{bulk.MAX_ITEMS:,} items; atomic: all or nothing, else each item stands "
+    f"true}}` (1..{MAX_ITEMS:,} items; atomic: all or nothing, else each item stands "
     'alone and the results say how each went), or `{"filter": RSQL, "patch": {...}, '
-    f'"dryRun": false}}` (one patch for every matching unit, at most {bulk.MAX_MATCHED:,}). '
+    f'"dryRun": false}}` (one patch for every matching unit, at most {MAX_MATCHED:,}). '
     "Each changed unit gets its version, history entry (`bulk`) and event, as a single "
     "update would.",
     responses={

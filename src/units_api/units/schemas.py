@@ -1,4 +1,5 @@
-"""Schemas of the unit: what a client may write, and what the API returns.
+"""Schemas of the unit and of every request about units: what a client may write, and what the
+API returns.
 
 One model per shape: `UnitWrite` validates create and replace bodies (and the result of a
 merge patch); `UnitPatch` documents PATCH; `UnitRead` documents the returned record.
@@ -8,8 +9,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    create_model,
+    field_validator,
+)
 
+from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
+from units_api.http.paging import CURSOR_PATTERN, Limit
+from units_api.units.fields import AGGREGATABLE, GROUPABLE, SORTABLE
 from units_api.units.types import (
     Amount,
     Coordinate,
@@ -283,3 +296,189 @@ class BulkResult(BaseModel):
     failed: int | None = None
     matched: int | None = Field(default=None, description="By filter: units matched.")
     updated: int | None = Field(default=None, description="By filter: units changed.")
+
+
+# What a list or query may return: every field, server fields first.
+PROJECTABLE_ORDER = (*SERVER_FIELDS, *EDITABLE_FIELDS)
+PROJECTABLE = frozenset(PROJECTABLE_ORDER)
+MAX_QUERY_LENGTH = 500  # of a search text (`q`)
+QUERY_LIMIT = Limit(default=100, maximum=1000)
+MAX_ITEMS = 1000  # of a bulk update by items
+MAX_MATCHED = 10_000  # units a bulk update by filter may match
+
+
+# --- The query endpoint -----------------------------------------------------------------
+
+SortField = Literal[tuple(SORTABLE)]  # type: ignore[valid-type]
+GroupField = Literal[tuple(GROUPABLE)]  # type: ignore[valid-type]
+Alias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
+# Checked by hand so a bad one is named as today (a 422, a 400 for the filter and cursor);
+# the document says what the checks accept.
+ProjectedField = Annotated[str, Field(json_schema_extra={"enum": list(PROJECTABLE_ORDER)})]
+
+
+class SortSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    field: SortField  # type: ignore[valid-type]
+    order: Literal["asc", "desc"] = "asc"
+
+
+class Aggregate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fn: Literal["count", "sum", "avg", "min", "max", "countDistinct"]
+    field: Annotated[str, Field(json_schema_extra={"enum": list(AGGREGATABLE)})] | None = Field(
+        default=None, description="A column; `count` without one counts units."
+    )
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "filter": "city==Cairo;price=le=5000000",
+                    "q": "villa",
+                    "sort": [{"field": "price", "order": "asc"}],
+                    "fields": ["name", "price"],
+                    "limit": 100,
+                },
+                {
+                    "filter": "status==published",
+                    "groupBy": ["city", "availability"],
+                    "aggregates": {
+                        "n": {"fn": "count"},
+                        "avgPrice": {"fn": "avg", "field": "price"},
+                    },
+                },
+            ]
+        },
+    )
+
+    filter: Annotated[str, Field(json_schema_extra={"maxLength": MAX_FILTER_LENGTH})] | None = (
+        Field(default=None, description="RSQL, as the list's `p` (a bad one is a 400).")
+    )
+    q: Annotated[str, StringConstraints(max_length=MAX_QUERY_LENGTH)] | None = None
+    fields: list[ProjectedField] | None = Field(default=None, max_length=60)
+    sort: list[SortSpec] = Field(default_factory=list, max_length=5)
+    limit: int = QUERY_LIMIT.field()
+    cursor: (
+        Annotated[str, Field(json_schema_extra={"minLength": 1, "pattern": CURSOR_PATTERN})] | None
+    ) = Field(default=None, description="`nextCursor` of the previous page (a bad one is a 400).")
+    groupBy: list[GroupField] = Field(default_factory=list, max_length=5)  # type: ignore[valid-type]
+    aggregates: dict[Alias, Aggregate] = Field(default_factory=dict, max_length=20)
+
+    @field_validator("fields")
+    @classmethod
+    def _known_fields(cls, value: list[str] | None) -> list[str] | None:
+        unknown = [name for name in value or [] if name not in PROJECTABLE]
+        if unknown:
+            raise ValueError(f"unknown field(s): {', '.join(unknown)}")
+        return value
+
+    @field_validator("sort")
+    @classmethod
+    def _distinct_sort(cls, value: list[SortSpec]) -> list[SortSpec]:
+        names = [spec.field for spec in value]
+        if len(set(names)) != len(names):
+            raise ValueError("names a field twice")
+        return value
+
+
+# --- Bulk update ------------------------------------------------------------------------
+
+
+class BulkItems(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "units": [
+                        {
+                            "id": "019a8f2e-5c1b-7d3e-9a4f-0b1c2d3e4f50",
+                            "version": 3,
+                            "price": 4100000,
+                        }
+                    ],
+                    "atomic": True,
+                }
+            ]
+        },
+    )
+
+    units: list[dict[str, Any]] = Field(
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="Merge patches, each with the unit's `id` and optionally its `version`.",
+    )
+    atomic: bool = Field(default=True, description="All or nothing (default), or item by item.")
+
+
+class BulkByFilter(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "filter": "subProjectId==mivida-2;priceBase==total",
+                    "patch": {"guaranty": 2},
+                    "dryRun": True,
+                }
+            ]
+        },
+    )
+
+    filter: str = Field(description=f"RSQL; at most {MAX_MATCHED:,} units may match.")
+    patch: dict[str, Any] = Field(description="One merge patch applied to every matching unit.")
+    dryRun: bool = False
+
+
+# --- State machine actions --------------------------------------------------------------
+
+
+def _channel_name(value: str) -> str:
+    if "\x00" in value or not value.strip():
+        raise ValueError("must be a non-blank name")
+    return value
+
+
+Channel = Annotated[
+    str, StringConstraints(min_length=1, max_length=100), AfterValidator(_channel_name)
+]
+
+
+class PublishingAction(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"action": "publish", "channels": ["website", "app"]},
+                {"action": "schedule", "at": "2026-12-01T08:00:00Z", "channels": ["website"]},
+                {"action": "unpublish"},
+            ]
+        },
+    )
+
+    action: Literal["publish", "unpublish", "schedule", "archive", "restore"]
+    at: str | None = Field(default=None, description="RFC 3339, in the future; for schedule.")
+    channels: list[Channel] | None = Field(
+        default=None, max_length=50, description="Where the unit is published; kept if absent."
+    )
+
+
+class AvailabilityAction(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"action": "reserve", "until": "2026-12-01T18:00:00Z"},
+                {"action": "sell"},
+            ]
+        },
+    )
+
+    action: Literal["reserve", "release", "sell", "block", "unblock"]
+    until: str | None = Field(default=None, description="RFC 3339, in the future; for reserve.")

@@ -23,7 +23,7 @@ from units_api.http.json import load_stored
 from units_api.http.paging import INTEGER, Keyset
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
-from units_api.units.fields import unit_predicate
+from units_api.units.filtering import unit_predicate
 from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
     UnitRecord,
