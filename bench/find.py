@@ -103,7 +103,7 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
 
 def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
     condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
-    condition = condition & search_condition(params.get("q"), "postgresql")
+    condition = condition & search_condition(params.get("q"), "postgresql", units.c.id)
     if counting and "q" in params and "p" not in params:  # counted in the search table
         return select(count_matches(tuple(query_tokens(params["q"])), "postgresql"))
     if counting and "p" not in params:  # every unit: the counters

@@ -128,7 +128,7 @@ async def direct_count(api: Api, scope: str, city_filter: str, word: str | None)
     """The same question counted afresh, without the service's list."""
     db = api.context.db
     tree = parse_filter(f"subProjectId=={scope};{city_filter}")
-    condition = and_(to_condition(tree, db.dialect), search_condition(word, db.dialect))
+    condition = and_(to_condition(tree, db.dialect), search_condition(word, db.dialect, units.c.id))
     async with db.read() as conn:
         query = select(func.count()).select_from(units).where(condition)
         return int((await conn.execute(query)).scalar_one())

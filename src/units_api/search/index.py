@@ -27,7 +27,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import UTCDateTime
 from units_api.search.normalize import query_tokens
-from units_api.units.tables import units
 
 # SQLite: the FTS rowid is taken from the unit id's random bits, so a unit's row is found
 # without a lookup; the `ascii` tokenizer keeps our already-normalised words whole.
@@ -90,16 +89,18 @@ def _fts_query(words: Words) -> str:
     return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
 
 
-def search_condition(q: str | None, dialect: str) -> ColumnElement[bool]:
-    """The condition for a search text; one with no words matches every unit."""
-    return match(tuple(query_tokens(q or "")), dialect)
+def search_condition(
+    q: str | None, dialect: str, ids: ColumnElement[uuid.UUID]
+) -> ColumnElement[bool]:
+    """The condition for a search text on a column of unit ids; no words match every unit."""
+    return match(tuple(query_tokens(q or "")), dialect, ids)
 
 
-def match(words: Words, dialect: str) -> ColumnElement[bool]:
-    """Units whose text has every word (every unit for no words)."""
+def match(words: Words, dialect: str, ids: ColumnElement[uuid.UUID]) -> ColumnElement[bool]:
+    """Whether the unit whose id `ids` holds has every word (true for no words)."""
     if not words:
         return true()
-    return units.c.id.in_(select(_SEARCH.c.unit_id).where(_matches(words, dialect)))
+    return ids.in_(select(_SEARCH.c.unit_id).where(_matches(words, dialect)))
 
 
 def count_matches(words: Words, dialect: str) -> ScalarSelect[Any]:

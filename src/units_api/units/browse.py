@@ -18,6 +18,7 @@ from units_api.search.index import count_matches, match, newest_matches
 from units_api.units import repository
 from units_api.units.counting import CountCache
 from units_api.units.listing import ListParams
+from units_api.units.tables import units
 
 
 def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
@@ -82,7 +83,7 @@ async def list_units(
     condition = and_(
         to_condition(params.filter, db.dialect),
         to_condition(policy, db.dialect, "policy"),
-        match(params.words, db.dialect),
+        match(params.words, db.dialect, units.c.id),
     )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:

@@ -45,7 +45,7 @@ def _condition(db: Database, request: QueryRequest, policy: Node | None) -> Colu
     return and_(
         to_condition(tree, db.dialect, "filter"),
         to_condition(policy, db.dialect, "policy"),
-        search_condition(request.q, db.dialect),
+        search_condition(request.q, db.dialect, units.c.id),
     )
 
 
