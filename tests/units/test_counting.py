@@ -16,7 +16,7 @@ from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
-from units_api.search.index import search_condition
+from units_api.search.index import count_matches, search_condition
 from units_api.units.counting import CHANGE_VERSION, CountCache
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
@@ -119,6 +119,29 @@ def test_cache_forgets_the_least_recently_used_and_can_be_off() -> None:
     off = CountCache(size=0)
     off.put("a", 1, 10)
     assert off.get("a", 1) is None
+
+
+async def test_sizes_stop_at_a_cap_and_hold_until_a_newer_version_is_seen(api: Api) -> None:
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        await api.create_unit(name=f"{word} {i}")
+    cache, db = CountCache(), api.context.db
+    alone, other = (None, None, (word,)), ("other", word)
+
+    async def size(key: tuple[object, ...], cap: int) -> int:
+        async with db.read() as conn:
+            return await cache.size(conn, key, count_matches((word,), db.dialect, cap), cap)
+
+    assert await size(alone, 2) == 2  # stopped at the cap: not a total
+    assert cache.remembered(alone) is None
+    assert await size(other, 10) == 3  # below the cap: the exact total, remembered
+    assert cache.remembered(other) == 3
+    await api.create_unit(name=f"{word} more")
+    assert await size(other, 10) == 3  # this cache has not read the change yet
+    async with db.read() as conn:
+        cache.saw(int((await conn.execute(select(CHANGE_VERSION))).scalar_one()))
+    assert cache.remembered(other) is None
+    assert await size(other, 10) == 4
 
 
 CITIES = ("Giza", "Cairo", "Aswan")

@@ -23,6 +23,7 @@ from units_api.units.tables import unit_counters
 DEFAULT_SIZE = 4096
 TOO_SLOW = -1  # stored for a question whose count ran past its budget at that version
 QUERY_CANCELED = "57014"
+_AT_LEAST = "at least"  # keys a size counted up to its cap (a lower bound, not a total)
 
 
 # The change version, as a column any statement can carry.
@@ -42,6 +43,7 @@ class CountCache:
         self._size = size
         self._entries: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
         self._pending: dict[Hashable, asyncio.Future[tuple[int, int] | None]] = {}
+        self._seen = -1
         self.hits = 0
         self.counted = 0
 
@@ -59,6 +61,32 @@ class CountCache:
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
+
+    def saw(self, version: int | None) -> None:
+        """Note a change version read: remembered sizes hold until a newer one is seen."""
+        if version is not None and version > self._seen:
+            self._seen = version
+
+    def remembered(self, key: Hashable) -> int | None:
+        """The total of a question at the newest version seen, if counted at it."""
+        return self.get(key, self._seen)
+
+    async def size(
+        self, conn: AsyncConnection, key: Hashable, capped: ScalarSelect[Any], cap: int
+    ) -> int:
+        """Roughly how many rows a question matches, to choose how to read them: its total
+        (TOO_SLOW if counting it ran out of time), else `capped`, a count that stops at `cap`:
+        the exact total below it. Both are remembered at the newest change version seen, so a
+        plan may follow a change this process has not read yet; never given as a total."""
+        for stored in (key, (_AT_LEAST, key)):
+            found = self.remembered(stored)
+            if found is not None:
+                return found
+        row = (await conn.execute(select(CHANGE_VERSION, capped))).one()
+        version, size = int(row[0]), int(row[1])
+        self.saw(version)
+        self.put(key if size < cap else (_AT_LEAST, key), version, size)
+        return size
 
     async def total(
         self,
@@ -102,6 +130,7 @@ class CountCache:
                 del self._pending[key]
             future.set_result(answer)
         if answer[0] >= 0:
+            self.saw(answer[0])
             self.put(key, *answer)
         return None if answer[1] == TOO_SLOW else answer[1]
 
