@@ -32,8 +32,9 @@ from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.filters.sql import to_condition
 from units_api.migrate import upgrade
-from units_api.search.index import count_matches, newest_matches, search_condition
+from units_api.search.index import Words, count_matches, match, newest_matches
 from units_api.search.normalize import query_tokens
+from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.listing import SortKey
 from units_api.units.repository import count_all, hits_query, page_query
 from units_api.units.seeding import seed_units
@@ -42,6 +43,7 @@ from units_api.units.tables import units
 FILTERED = "city==Cairo;price=ge=2000000;price=le=6000000"
 NESTED = "floorsPlan.rooms=ge=3"
 DIALECT = asyncpg_dialect()
+PG = "postgresql"
 # Searches alone, newest first, asked in turn by every connection: 2 of the 12 match nothing.
 MIX = [
     "villa",
@@ -125,35 +127,54 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
         await db.dispose()
 
 
-def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
-    condition = to_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
-    condition = condition & search_condition(params.get("q"), "postgresql", units.c.id)
-    if counting and "q" in params and "p" not in params:  # counted in the search table
-        return select(count_matches(tuple(query_tokens(params["q"])), "postgresql"))
+def _compiled(statement: Select[Any]) -> tuple[str, list[Any]]:
+    compiled = statement.compile(dialect=DIALECT)
+    return str(compiled), [compiled.params[p] for p in compiled.positiontup or []]
+
+
+async def _fetch(conn: asyncpg.Connection, statement: Select[Any]) -> Any:
+    sql, values = _compiled(statement)
+    return await conn.fetchval(sql, *values)
+
+
+async def _first(conn: asyncpg.Connection, words: Words) -> Words:
+    """The words the service reads through the index first, once it knows the search's total."""
+    cap = FEW_MATCHES + 1
+    sizes = [await _fetch(conn, select(count_matches((w,), PG, cap))) for w in words]
+    total = await _fetch(conn, select(count_matches(words, PG))) if words else None
+    return first_words(words, sizes, total, FEW_MATCHES)
+
+
+def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[Any]:
+    words = tuple(query_tokens(params.get("q", "")))
+    condition = to_condition(parse_filter(params["p"]) if "p" in params else None, PG)
+    condition = condition & match(words, PG, units.c.id, first)
+    if counting and words and "p" not in params:  # counted in the search table
+        return select(count_matches(words, PG, first=first))
     if counting and "p" not in params:  # every unit: the counters
         return select(count_all())
     if counting:
         return select(func.count()).select_from(units).where(condition)
-    if "q" in params and "p" not in params:  # a search alone: the service's own path
-        return hits_query(newest_matches(tuple(query_tokens(params["q"])), True, 21, 0), True)
+    if words and "p" not in params:  # a search alone: the service's own path
+        return hits_query(newest_matches(words, True, 21, 0, first), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
-    return page_query(condition, sort, 21, 0, "postgresql")
+    return page_query(condition, sort, 21, 0, PG)
 
 
-async def explain(url: str) -> dict[str, float]:
+async def explain(url: str, names: list[str]) -> dict[str, float]:
     """EXPLAIN ANALYZE of each scenario's page and count queries; returns their times (ms)."""
     out = RESULTS / "explain"
     out.mkdir(parents=True, exist_ok=True)
     conn = await asyncpg.connect(url, server_settings=server_settings(0))  # as the service
     times = {}
     try:
-        for name, scenario in SCENARIOS.items():
-            if "params" not in scenario:
+        for name in names:
+            params = SCENARIOS[name].get("params")
+            if params is None:
                 continue
+            first = await _first(conn, tuple(query_tokens(params.get("q", ""))))
             for counting in (False, True):
-                compiled = _statement(scenario["params"], counting).compile(dialect=DIALECT)
-                sql = str(compiled)
-                values = [compiled.params[p] for p in compiled.positiontup or []]
+                sql, values = _compiled(_statement(params, counting, first))
                 plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values)
                 plan = json.loads(plan) if isinstance(plan, str) else plan
                 label = f"{name} ({'count' if counting else 'page'})"
@@ -273,7 +294,8 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    report["explain_ms"] = asyncio.run(explain(args.database_url.replace("+asyncpg", "")))
+    names = args.scenario or list(SCENARIOS)
+    report["explain_ms"] = asyncio.run(explain(args.database_url.replace("+asyncpg", ""), names))
     (RESULTS / "find.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print_report(report)
 
