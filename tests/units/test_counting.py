@@ -28,7 +28,8 @@ async def version(api: Api) -> int:
 
 
 async def total(api: Api, query: str) -> int:
-    response = await api.request("GET", f"/api/v2/units/?{query}")
+    # One unit a page, so the page is not the last and the total is counted.
+    response = await api.request("GET", f"/api/v2/units/?limit=1&{query}")
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["meta"]["count"] == "exact"
@@ -95,6 +96,25 @@ async def test_policy_and_search_are_part_of_the_question(api: Api) -> None:
     assert response.json()["meta"]["total"] == 1
     assert await total(api, query + "&q=policy") == 2
     assert await total(api, query + "&q=nomatchword") == 0
+
+
+async def test_the_last_page_gives_the_total_without_a_count(api: Api) -> None:
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    for i in range(3):
+        await api.create_unit(name=f"Last {i}", subProjectId=scope)
+    counted = api.context.counts.counted
+
+    async def page_total(query: str) -> int:
+        response = await api.request("GET", f"/api/v2/units/?p=subProjectId=={scope}&{query}")
+        assert response.json()["meta"]["count"] == "exact"
+        value: int = response.json()["meta"]["total"]
+        return value
+
+    for query, expected in (("limit=2&page=2", 3), ("limit=3", 3), ("q=zqnosuchword", 0)):
+        assert await page_total(query) == expected
+    assert api.context.counts.counted == counted
+    assert await page_total("limit=2&page=3") == 3  # past the end: counted
+    assert api.context.counts.counted == counted + 1
 
 
 async def test_requests_asking_together_share_one_count(api: Api) -> None:

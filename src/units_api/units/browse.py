@@ -124,6 +124,9 @@ async def list_units(
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":
             total = await repository.estimate(conn, condition)
+        elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
+            # The last page: what came before it and what is on it, read in one statement.
+            mode, total = "exact", offset + len(docs)
         elif mode != "none":
             # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
             budget = count_budget_ms if mode == "default" else None
