@@ -6,6 +6,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from sqlalchemy import and_, func, select, update
@@ -150,7 +151,8 @@ async def test_sizes_stop_at_a_cap_and_hold_until_a_newer_version_is_seen(api: A
 
     async def size(key: tuple[object, ...], cap: int) -> int:
         async with db.read() as conn:
-            return await cache.size(conn, key, count_matches((word,), db.dialect, cap), cap)
+            capped = partial(count_matches, (word,), db.dialect, cap)
+            return await cache.size(conn, key, capped, cap)
 
     assert await size(alone, 2) == 2  # stopped at the cap: not a total
     assert cache.remembered(alone) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -81,14 +82,13 @@ def _exact_count(
 async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
     """PostgreSQL: the words to read through the search index first (see plan.first_words),
     from how many units have each, as remembered or counted up to past `few`."""
-    if conn.dialect.name != "postgresql" or not words or few < 1:
+    dialect = conn.dialect.name
+    if dialect != "postgresql" or not words or few < 1:
         return ()
     cap = few + 1
     sizes = [
-        await counts.size(
-            conn, (None, None, (word,)), count_matches((word,), "postgresql", cap), cap
-        )
-        for word in words
+        await counts.size(conn, (None, None, (w,)), partial(count_matches, (w,), dialect, cap), cap)
+        for w in words
     ]
     return first_words(words, sizes, counts.remembered((None, None, words)), few)
 
@@ -132,7 +132,7 @@ async def list_units(
             budget = count_budget_ms if mode == "default" else None
             mode = "exact"
             key = (params.filter, policy, params.words)
-            counting = _exact_count(params, policy, condition, first, db.dialect)
+            counting = partial(_exact_count, params, policy, condition, first, db.dialect)
             total = await counts.total(conn, key, version, counting, budget)
             if total is None:
                 mode = "estimated"
