@@ -31,8 +31,9 @@ from units_api.auth.service import create_key
 from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
-from units_api.search.index import count_matches, newest_matches, search_condition
+from units_api.search.index import Words, count_matches, match, newest_matches
 from units_api.search.normalize import query_tokens
+from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.filtering import unit_condition
 from units_api.units.listing import SortKey
 from units_api.units.repository import count_all, hits_query, page_query
@@ -42,12 +43,31 @@ from units_api.units.tables import units
 FILTERED = "city==Cairo;price=ge=2000000;price=le=6000000"
 NESTED = "floorsPlan.rooms=ge=3"
 DIALECT = asyncpg_dialect()
+PG = "postgresql"
+# Searches alone, newest first, asked in turn by every connection: 2 of the 12 match nothing.
+MIX = [
+    "villa",
+    "sea view penthouse",
+    "garden apartment",
+    "new cairo",
+    "dubai office",
+    "mivida",
+    "Marina",
+    "فيلا",
+    "شقة بحديقة",
+    "بنتهاوس بإطلالة",
+    "الشيخ زايد",
+    "إطلالة على البحر",
+]
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default list": {"params": {}},
     "filtered list": {"params": {"p": FILTERED, "sortBy": "price", "order": "asc"}},
     "nested filter": {"params": {"p": NESTED}, "prefer": "count=none"},
     "search English": {"params": {"q": "sea view penthouse"}},
     "search Arabic": {"params": {"q": "بنتهاوس بإطلالة"}},
+    "search rare English": {"params": {"q": "Marina"}},  # no unit matches
+    "search rare Arabic": {"params": {"q": "إطلالة على البحر"}},  # no unit matches
+    "search mix": {"mix": MIX},
 }
 
 
@@ -75,6 +95,12 @@ def parse_args() -> argparse.Namespace:
         ),
     )
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=list(SCENARIOS),
+        help="run only this list scenario (repeatable); the default runs them all",
+    )
     return parser.parse_args()
 
 
@@ -101,33 +127,54 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
         await db.dispose()
 
 
-def _statement(params: dict[str, str], counting: bool) -> Select[Any]:
-    condition = unit_condition(parse_filter(params["p"]) if "p" in params else None, "postgresql")
-    condition = condition & search_condition(params.get("q"), "postgresql")
-    if counting and "q" in params and "p" not in params:  # counted in the search table
-        return select(count_matches(tuple(query_tokens(params["q"])), "postgresql"))
+def _compiled(statement: Select[Any]) -> tuple[str, list[Any]]:
+    compiled = statement.compile(dialect=DIALECT)
+    return str(compiled), [compiled.params[p] for p in compiled.positiontup or []]
+
+
+async def _fetch(conn: asyncpg.Connection, statement: Select[Any]) -> Any:
+    sql, values = _compiled(statement)
+    return await conn.fetchval(sql, *values)
+
+
+async def _first(conn: asyncpg.Connection, words: Words) -> Words:
+    """The words the service reads through the index first, once it knows the search's total."""
+    cap = FEW_MATCHES + 1
+    sizes = [await _fetch(conn, select(count_matches((w,), PG, cap))) for w in words]
+    total = await _fetch(conn, select(count_matches(words, PG))) if words else None
+    return first_words(words, sizes, total, FEW_MATCHES)
+
+
+def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[Any]:
+    words = tuple(query_tokens(params.get("q", "")))
+    condition = unit_condition(parse_filter(params["p"]) if "p" in params else None, PG)
+    condition = condition & match(words, PG, units.c.id, first)
+    if counting and words and "p" not in params:  # counted in the search table
+        return select(count_matches(words, PG, first=first))
     if counting and "p" not in params:  # every unit: the counters
         return select(count_all())
     if counting:
         return select(func.count()).select_from(units).where(condition)
-    if "q" in params and "p" not in params:  # a search alone: the service's own path
-        return hits_query(newest_matches(tuple(query_tokens(params["q"])), True, 21, 0), True)
+    if words and "p" not in params:  # a search alone: the service's own path
+        return hits_query(newest_matches(words, True, 21, 0, first), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
-    return page_query(condition, sort, 21, 0, "postgresql")
+    return page_query(condition, sort, 21, 0, PG)
 
 
-async def explain(url: str) -> dict[str, float]:
+async def explain(url: str, names: list[str]) -> dict[str, float]:
     """EXPLAIN ANALYZE of each scenario's page and count queries; returns their times (ms)."""
     out = RESULTS / "explain"
     out.mkdir(parents=True, exist_ok=True)
     conn = await asyncpg.connect(url, server_settings=server_settings(0))  # as the service
     times = {}
     try:
-        for name, scenario in SCENARIOS.items():
+        for name in names:
+            params = SCENARIOS[name].get("params")
+            if params is None:
+                continue
+            first = await _first(conn, tuple(query_tokens(params.get("q", ""))))
             for counting in (False, True):
-                compiled = _statement(scenario["params"], counting).compile(dialect=DIALECT)
-                sql = str(compiled)
-                values = [compiled.params[p] for p in compiled.positiontup or []]
+                sql, values = _compiled(_statement(params, counting, first))
                 plan = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *values)
                 plan = json.loads(plan) if isinstance(plan, str) else plan
                 label = f"{name} ({'count' if counting else 'page'})"
@@ -149,6 +196,27 @@ def first_request_ms(url: str, key: str, headers: tuple[str, ...]) -> float:
     elapsed = (time.perf_counter() - started) * 1000
     assert response.status_code == 200, response.text
     return elapsed
+
+
+def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """A list scenario's first request (the slowest first one, for a mix), then its wrk runs."""
+    headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
+    wrk: dict[str, Any] = {"connections": args.connections, "headers": headers}
+    if "mix" in scenario:
+        paths = [f"/api/v2/units/?{urlencode({'q': q})}" for q in scenario["mix"]]
+        listed = RESULTS / "search_mix_paths.txt"
+        listed.write_text("\n".join(paths) + "\n")
+        first = max(first_request_ms(base + path, key, headers) for path in paths)
+        wrk.update(script="paths.lua", script_args=(str(listed),))
+        url = base
+    else:
+        url = f"{base}/api/v2/units/?{urlencode(scenario['params'])}"
+        first = first_request_ms(url, key, headers)
+    if args.warmup:
+        run_wrk(url, key, duration=args.warmup, **wrk)
+    runs = [run_wrk(url, key, duration=args.duration, **wrk) for _ in range(args.runs)]
+    figures = {m: statistics.median(r[m] for r in runs) for m in runs[0]}
+    return {**figures, "first_ms": first, "runs": runs}
 
 
 def timed(client: httpx.Client, requests: list[tuple[str, str, Any]]) -> list[float]:
@@ -207,22 +275,8 @@ def main() -> None:
     }
     try:
         report["rss_start_mb"] = peak_rss_mb(server.pid)
-        for name, scenario in SCENARIOS.items():
-            url = f"{base}/api/v2/units/?{urlencode(scenario['params'])}"
-            headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
-            first = first_request_ms(url, key, headers)
-            if args.warmup:
-                run_wrk(
-                    url, key, connections=args.connections, duration=args.warmup, headers=headers
-                )
-            runs = [
-                run_wrk(
-                    url, key, connections=args.connections, duration=args.duration, headers=headers
-                )
-                for _ in range(args.runs)
-            ]
-            figures = {m: statistics.median(r[m] for r in runs) for m in runs[0]}
-            report["scenarios"][name] = {**figures, "first_ms": first}
+        for name in args.scenario or SCENARIOS:
+            report["scenarios"][name] = load(base, key, SCENARIOS[name], args)
         with httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
         ) as client:
@@ -240,7 +294,8 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    report["explain_ms"] = asyncio.run(explain(args.database_url.replace("+asyncpg", "")))
+    names = args.scenario or list(SCENARIOS)
+    report["explain_ms"] = asyncio.run(explain(args.database_url.replace("+asyncpg", ""), names))
     (RESULTS / "find.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
     print_report(report)
 
@@ -258,11 +313,11 @@ def print_report(report: dict[str, Any]) -> None:
         + ("remembered per change version" if report["count_cache"] else "counted every time")
     )
     print(
-        f"{'scenario':<18}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}{'first ms':>10}"
+        f"{'scenario':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}{'first ms':>10}"
     )
     for name, figures in report["scenarios"].items():
         print(
-            f"{name:<18}{figures['rps']:>10,.0f}{figures['p50_ms']:>10.2f}"
+            f"{name:<22}{figures['rps']:>10,.0f}{figures['p50_ms']:>10.2f}"
             f"{figures['p99_ms']:>10.2f}{figures['non_2xx']:>10,.0f}{figures['first_ms']:>10.1f}"
         )
     walk = report["cursor walk"]

@@ -41,7 +41,11 @@ async def insert_old_unit(url: str) -> None:
 async def count_found(url: str, q: str) -> int:
     db = Database(create_engine(url, 1))
     async with db.read() as conn:
-        query = select(func.count()).select_from(units).where(search_condition(q, db.dialect))
+        query = (
+            select(func.count())
+            .select_from(units)
+            .where(search_condition(q, db.dialect, units.c.id))
+        )
         found = int((await conn.execute(query)).scalar_one())
     await db.dispose()
     return found

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from units_api.http.ratelimit import Rate, parse_rate
+from units_api.search.plan import FEW_MATCHES
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
 VOCABULARY_FIELDS = ("type", "priceBase", "uom", "featureType", "view", "service")
@@ -31,6 +32,7 @@ class Settings(BaseSettings):
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
     count_cache_size: int = Field(default=4096, ge=0)
     count_budget_ms: int = Field(default=2000, ge=0)
+    search_few_matches: int = Field(default=FEW_MATCHES, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=60)

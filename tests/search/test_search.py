@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Api
+from tests.conftest import Api, start_api
+from units_api.config import Settings
 from units_api.sample_data import fake_unit
 from units_api.search.normalize import query_tokens, record_tokens
 
@@ -114,32 +116,78 @@ async def test_search_alone_counts_exactly(api: Api) -> None:
     assert exact.json()["meta"]["total"] == 3
 
 
-async def pages(api: Api, params: dict[str, str]) -> list[str]:
+async def pages(api: Api, params: dict[str, str]) -> tuple[list[str], set[int]]:
+    """Every page's ids in turn, two by two, and the totals the pages gave."""
     seen: list[str] = []
+    totals: set[int] = set()
     for page in range(1, 10):
         response = await api.request(
-            "GET", "/api/v2/units/", params={**params, "limit": "3", "page": str(page)}
+            "GET", "/api/v2/units/", params={**params, "limit": "2", "page": str(page)}
         )
         assert response.status_code == 200, response.text
         body = response.json()
         seen += [unit["id"] for unit in body["data"]]
+        totals.add(body["meta"]["total"])
         if body["links"]["next"] is None:
-            return seen
+            return seen, totals
     raise AssertionError("no last page")
 
 
-@pytest.mark.parametrize("order", ["desc", "asc"])
-async def test_search_alone_pages_in_creation_order(api: Api, order: str) -> None:
-    # A search with no filter takes its own path on PostgreSQL (the search table alone);
-    # it must page exactly as the general one, which a filter true for every unit forces.
-    word = f"zq{uuid.uuid4().hex[:8]}"
-    made = [(await api.create_unit(name=f"{word} tower {i}"))["id"] for i in range(8)]
-    await api.create_unit(name="Unrelated tower")
-    await api.request("PATCH", f"/api/v2/units/{made[2]}", json={"name": f"{word} renamed"})
-    response = await api.request("DELETE", f"/api/v2/units/{made[5]}")
-    assert response.status_code == 204
-    expected = [unit for unit in made if unit != made[5]]
+async def queried(api: Api, q: str, order: str) -> list[str]:
+    """The query endpoint's answer: the general condition, with no plan chosen for it."""
+    body = {"q": q, "sort": [{"field": "createdAt", "order": order}], "limit": 100}
+    response = await api.request("POST", "/api/v2/units/query", json=body)
+    assert response.status_code == 200, response.text
+    return [unit["id"] for unit in response.json()["data"]]
+
+
+@pytest.fixture
+async def few_api(settings: Settings) -> AsyncIterator[Api]:
+    """A search with a word at most 4 units have is read through the index and sorted."""
+    async for instance in start_api(settings.model_copy(update={"search_few_matches": 4})):
+        yield instance
+
+
+async def same_pages(api: Api, q: str, order: str, expected: list[str]) -> None:
     expected = expected if order == "asc" else expected[::-1]
-    alone = await pages(api, {"q": word, "order": order})
-    general = await pages(api, {"q": word, "order": order, "p": "name!=no-such-name"})
-    assert alone == general == expected
+    alone = await pages(api, {"q": q, "order": order})
+    # A filter true for every unit takes the general page and count queries.
+    general = await pages(api, {"q": q, "order": order, "p": "name!=no-such-name"})
+    assert alone == general == (expected, {len(expected)}), q
+    assert await queried(api, q, order) == expected, q
+
+
+@pytest.mark.parametrize("order", ["desc", "asc"])
+@pytest.mark.parametrize("made", [3, 9], ids=["few", "many"])
+async def test_search_alone_pages_as_the_general_path(few_api: Api, order: str, made: int) -> None:
+    # On PostgreSQL a search alone walks the search table in creation order, or, with a word
+    # at most 4 units have here, sorts what the index finds for that word (checking the
+    # others, "tow" here, on each); both must page and count exactly as the general path,
+    # before and after the units change.
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    ids = [(await few_api.create_unit(name=f"{word} tower {i}"))["id"] for i in range(made)]
+    await few_api.create_unit(name="Unrelated tower")
+    await few_api.create_unit(name=f"{word} elsewhere")
+    for q in (f"{word} tow", f"tow {word}"):
+        await same_pages(few_api, q, order, ids)
+    await few_api.request("PATCH", f"/api/v2/units/{ids[1]}", json={"name": f"{word} new tower"})
+    await few_api.request("PATCH", f"/api/v2/units/{ids[0]}", json={"name": f"{word} gone"})
+    response = await few_api.request("DELETE", f"/api/v2/units/{ids[-1]}")
+    assert response.status_code == 204
+    joined = (await few_api.create_unit(unitDesc=f"{word} tower at last"))["id"]
+    for q in (f"{word} tow", f"tow {word}"):
+        await same_pages(few_api, q, order, [*ids[1:-1], joined])
+
+
+@pytest.mark.parametrize("order", ["desc", "asc"])
+async def test_words_many_units_have_but_few_together(few_api: Api, order: str) -> None:
+    # Each word is in 8 units, both in 3: the first page walks in order, then, the search's
+    # total known, the pages after it read both words through the index and sort.
+    one, two = (f"zq{uuid.uuid4().hex[:8]}" for _ in range(2))
+    both = [(await few_api.create_unit(name=f"{one} {two} {i}"))["id"] for i in range(3)]
+    for i in range(5):
+        await few_api.create_unit(name=f"{one} apart {i}")
+        await few_api.create_unit(name=f"{two} apart {i}")
+    await same_pages(few_api, f"{one} {two}", order, both)
+    await few_api.request("DELETE", f"/api/v2/units/{both[1]}")
+    await same_pages(few_api, f"{one} {two}", order, [both[0], both[2]])

@@ -6,6 +6,7 @@ import asyncio
 import random
 import uuid
 from collections.abc import Iterator
+from functools import partial
 
 import pytest
 from sqlalchemy import and_, func, select, update
@@ -15,7 +16,7 @@ from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
-from units_api.search.index import search_condition
+from units_api.search.index import count_matches, search_condition
 from units_api.units.counting import CHANGE_VERSION, CountCache
 from units_api.units.filtering import unit_condition
 from units_api.units.seeding import seed_units
@@ -28,7 +29,8 @@ async def version(api: Api) -> int:
 
 
 async def total(api: Api, query: str) -> int:
-    response = await api.request("GET", f"/api/v2/units/?{query}")
+    # One unit a page, so the page is not the last and the total is counted.
+    response = await api.request("GET", f"/api/v2/units/?limit=1&{query}")
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["meta"]["count"] == "exact"
@@ -97,6 +99,25 @@ async def test_policy_and_search_are_part_of_the_question(api: Api) -> None:
     assert await total(api, query + "&q=nomatchword") == 0
 
 
+async def test_the_last_page_gives_the_total_without_a_count(api: Api) -> None:
+    scope = f"sp-{uuid.uuid4().hex[:10]}"
+    for i in range(3):
+        await api.create_unit(name=f"Last {i}", subProjectId=scope)
+    counted = api.context.counts.counted
+
+    async def page_total(query: str) -> int:
+        response = await api.request("GET", f"/api/v2/units/?p=subProjectId=={scope}&{query}")
+        assert response.json()["meta"]["count"] == "exact"
+        value: int = response.json()["meta"]["total"]
+        return value
+
+    for query, expected in (("limit=2&page=2", 3), ("limit=3", 3), ("q=zqnosuchword", 0)):
+        assert await page_total(query) == expected
+    assert api.context.counts.counted == counted
+    assert await page_total("limit=2&page=3") == 3  # past the end: counted
+    assert api.context.counts.counted == counted + 1
+
+
 async def test_requests_asking_together_share_one_count(api: Api) -> None:
     scope = f"sp-{uuid.uuid4().hex[:10]}"
     for i in range(3):
@@ -121,6 +142,30 @@ def test_cache_forgets_the_least_recently_used_and_can_be_off() -> None:
     assert off.get("a", 1) is None
 
 
+async def test_sizes_stop_at_a_cap_and_hold_until_a_newer_version_is_seen(api: Api) -> None:
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        await api.create_unit(name=f"{word} {i}")
+    cache, db = CountCache(), api.context.db
+    alone, other = (None, None, (word,)), ("other", word)
+
+    async def size(key: tuple[object, ...], cap: int) -> int:
+        async with db.read() as conn:
+            capped = partial(count_matches, (word,), db.dialect, cap)
+            return await cache.size(conn, key, capped, cap)
+
+    assert await size(alone, 2) == 2  # stopped at the cap: not a total
+    assert cache.remembered(alone) is None
+    assert await size(other, 10) == 3  # below the cap: the exact total, remembered
+    assert cache.remembered(other) == 3
+    await api.create_unit(name=f"{word} more")
+    assert await size(other, 10) == 3  # this cache has not read the change yet
+    async with db.read() as conn:
+        cache.saw(int((await conn.execute(select(CHANGE_VERSION))).scalar_one()))
+    assert cache.remembered(other) is None
+    assert await size(other, 10) == 4
+
+
 CITIES = ("Giza", "Cairo", "Aswan")
 
 
@@ -128,7 +173,9 @@ async def direct_count(api: Api, scope: str, city_filter: str, word: str | None)
     """The same question counted afresh, without the service's list."""
     db = api.context.db
     tree = parse_filter(f"subProjectId=={scope};{city_filter}")
-    condition = and_(unit_condition(tree, db.dialect), search_condition(word, db.dialect))
+    condition = and_(
+        unit_condition(tree, db.dialect), search_condition(word, db.dialect, units.c.id)
+    )
     async with db.read() as conn:
         query = select(func.count()).select_from(units).where(condition)
         return int((await conn.execute(query)).scalar_one())

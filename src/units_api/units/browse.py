@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, ScalarSelect, and_
+from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import URL
 
 from units_api.db import Database
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
 from units_api.http.paging import page_links
-from units_api.search.index import count_matches, match, newest_matches
+from units_api.search.index import Words, count_matches, match, newest_matches
+from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import CountCache
 from units_api.units.filtering import unit_condition
 from units_api.units.listing import ListParams
+from units_api.units.tables import units
 
 
 def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
@@ -40,14 +44,32 @@ def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None)
 
 
 def _exact_count(
-    params: ListParams, policy: Node | None, condition: ColumnElement[bool], dialect: str
+    params: ListParams,
+    policy: Node | None,
+    condition: ColumnElement[bool],
+    first: Words,
+    dialect: str,
 ) -> ScalarSelect[Any]:
     """The cheapest exact count: the counters, the search index alone, or the query."""
     if params.filter is None and policy is None:
         if not params.words:
             return repository.count_all()
-        return count_matches(params.words, dialect)
+        return count_matches(params.words, dialect, first=first)
     return repository.count(condition)
+
+
+async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
+    """PostgreSQL: the words to read through the search index first (see plan.first_words),
+    from how many units have each, as remembered or counted up to past `few`."""
+    dialect = conn.dialect.name
+    if dialect != "postgresql" or not words or few < 1:
+        return ()
+    cap = few + 1
+    sizes = [
+        await counts.size(conn, (None, None, (w,)), partial(count_matches, (w,), dialect, cap), cap)
+        for w in words
+    ]
+    return first_words(words, sizes, counts.remembered((None, None, words)), few)
 
 
 async def list_units(
@@ -57,33 +79,39 @@ async def list_units(
     url: URL,
     policy: Node | None,
     count_budget_ms: int | None = None,
+    few_matches: int = FEW_MATCHES,
 ) -> dict[str, Any]:
-    condition = and_(
-        unit_condition(params.filter, db.dialect),
-        unit_condition(policy, db.dialect, "policy"),
-        match(params.words, db.dialect),
-    )
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
+        first = await _first_words(conn, counts, params.words, few_matches)
+        condition = and_(
+            unit_condition(params.filter, db.dialect),
+            unit_condition(policy, db.dialect, "policy"),
+            match(params.words, db.dialect, units.c.id, first),
+        )
         if _newest_matches_alone(db, params, policy):
             descending = params.sort[0].descending
-            hits = newest_matches(params.words, descending, params.limit + 1, offset)
+            hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
             query = repository.hits_query(hits, descending)
         else:
             query = repository.page_query(
                 condition, params.sort, params.limit + 1, offset, db.dialect
             )
         docs, version = await repository.read_page(conn, query)
+        counts.saw(version)
         mode: str = params.count
         total: int | None = None
         if mode == "estimated" and db.dialect == "postgresql":
             total = await repository.estimate(conn, condition)
+        elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
+            # The last page: what came before it and what is on it, read in one statement.
+            mode, total = "exact", offset + len(docs)
         elif mode != "none":
             # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
             budget = count_budget_ms if mode == "default" else None
             mode = "exact"
             key = (params.filter, policy, params.words)
-            counting = _exact_count(params, policy, condition, db.dialect)
+            counting = partial(_exact_count, params, policy, condition, first, db.dialect)
             total = await counts.total(conn, key, version, counting, budget)
             if total is None:
                 mode = "estimated"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from sqlalchemy import ScalarSelect, func, select
@@ -23,6 +23,9 @@ from units_api.units.tables import unit_counters
 DEFAULT_SIZE = 4096
 TOO_SLOW = -1  # stored for a question whose count ran past its budget at that version
 QUERY_CANCELED = "57014"
+# Builds a count only when one is run: most requests find their total remembered.
+Counting = Callable[[], ScalarSelect[Any]]
+_AT_LEAST = "at least"  # keys a size counted up to its cap (a lower bound, not a total)
 
 
 # The change version, as a column any statement can carry.
@@ -42,6 +45,7 @@ class CountCache:
         self._size = size
         self._entries: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
         self._pending: dict[Hashable, asyncio.Future[tuple[int, int] | None]] = {}
+        self._seen = -1
         self.hits = 0
         self.counted = 0
 
@@ -60,12 +64,36 @@ class CountCache:
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
 
+    def saw(self, version: int | None) -> None:
+        """Note a change version read: remembered sizes hold until a newer one is seen."""
+        if version is not None and version > self._seen:
+            self._seen = version
+
+    def remembered(self, key: Hashable) -> int | None:
+        """The total of a question at the newest version seen, if counted at it."""
+        return self.get(key, self._seen)
+
+    async def size(self, conn: AsyncConnection, key: Hashable, capped: Counting, cap: int) -> int:
+        """Roughly how many rows a question matches, to choose how to read them: its total
+        (TOO_SLOW if counting it ran out of time), else `capped`, a count that stops at `cap`:
+        the exact total below it. Both are remembered at the newest change version seen, so a
+        plan may follow a change this process has not read yet; never given as a total."""
+        for stored in (key, (_AT_LEAST, key)):
+            found = self.remembered(stored)
+            if found is not None:
+                return found
+        row = (await conn.execute(select(CHANGE_VERSION, capped()))).one()
+        version, size = int(row[0]), int(row[1])
+        self.saw(version)
+        self.put(key if size < cap else (_AT_LEAST, key), version, size)
+        return size
+
     async def total(
         self,
         conn: AsyncConnection,
         key: Hashable,
         version: int | None,
-        counting: ScalarSelect[Any],
+        counting: Counting,
         budget_ms: int | None = None,
     ) -> int | None:
         """The total `counting` gives, from the cache when `version` is still current; None
@@ -87,7 +115,7 @@ class CountCache:
         conn: AsyncConnection,
         key: Hashable,
         version: int | None,
-        counting: ScalarSelect[Any],
+        counting: Counting,
         budget_ms: int | None,
     ) -> int | None:
         # Waiters get None if this count fails, and then count for themselves.
@@ -96,12 +124,13 @@ class CountCache:
         answer = None
         self.counted += 1
         try:
-            answer = await _within_budget(conn, version, counting, budget_ms)
+            answer = await _within_budget(conn, version, counting(), budget_ms)
         finally:
             if self._pending.get(key) is future:
                 del self._pending[key]
             future.set_result(answer)
         if answer[0] >= 0:
+            self.saw(answer[0])
             self.put(key, *answer)
         return None if answer[1] == TOO_SLOW else answer[1]
 

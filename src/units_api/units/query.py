@@ -40,7 +40,7 @@ def _condition(db: Database, request: QueryRequest, policy: Node | None) -> Colu
     return and_(
         unit_condition(tree, db.dialect, "filter"),
         unit_condition(policy, db.dialect, "policy"),
-        search_condition(request.q, db.dialect),
+        search_condition(request.q, db.dialect, units.c.id),
     )
 
 

@@ -134,6 +134,7 @@ async def list_units(request: Request) -> Response:
         request.url,
         principal.policy_tree,
         context.settings.count_budget_ms,
+        context.settings.search_few_matches,
     )
     return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 
