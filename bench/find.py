@@ -34,9 +34,10 @@ from units_api.migrate import upgrade
 from units_api.search.index import Words, count_matches, match, newest_matches
 from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
+from units_api.units.counting import count_all
+from units_api.units.fields import SortKey
 from units_api.units.filtering import unit_condition
-from units_api.units.listing import SortKey
-from units_api.units.repository import count_all, hits_query, page_query
+from units_api.units.repository import hits_query, page_query
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 

@@ -1,4 +1,6 @@
-"""Exact totals that are not recounted while nothing has changed.
+"""Counting units: every count the service runs (the counters, a filter's count, a search's
+count, the planner's estimate), and exact totals that are not recounted while nothing has
+changed.
 
 Every statement that writes units bumps `unit_counters.changes` (a trigger, migration 0004),
 so their sum is a version of the whole unit set. A total is stored with the version read in
@@ -14,11 +16,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from sqlalchemy import ScalarSelect, func, select
+import orjson
+from sqlalchemy import ColumnElement, ScalarSelect, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.units.tables import unit_counters
+from units_api.search.index import Words, count_matches
+from units_api.units.tables import unit_counters, units
 
 DEFAULT_SIZE = 4096
 TOO_SLOW = -1  # stored for a question whose count ran past its budget at that version
@@ -154,3 +158,44 @@ async def _within_budget(
         return (-1 if version is None else version), TOO_SLOW
     finally:
         await conn.exec_driver_sql("RESET statement_timeout")
+
+
+_COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
+
+
+def count_all() -> ScalarSelect[Any]:
+    """Every unit, from the counters: exact, and O(1) at any size."""
+    return _COUNT_ALL
+
+
+def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
+    return select(func.count()).select_from(units).where(condition).scalar_subquery()
+
+
+async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
+    """PostgreSQL's planner estimate of the matching rows (fast at any size)."""
+    query = select(units.c.id).where(condition)
+    compiled = query.compile(dialect=conn.dialect)
+    names = compiled.positiontup or []
+    parameters = tuple(compiled.params[name] for name in names)
+    result = await conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + compiled.string, parameters)
+    plan = result.scalar_one()
+    plan = orjson.loads(plan) if isinstance(plan, str | bytes) else plan
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+def exact_count(
+    narrowed: bool,
+    words: Words,
+    condition: ColumnElement[bool],
+    first: Words,
+    dialect: str,
+) -> ScalarSelect[Any]:
+    """The cheapest exact count of the units matching `condition`: the counters (every unit),
+    the search index alone (a search not `narrowed` by a filter or policy), or the query."""
+    if not narrowed:
+        if not words:
+            return count_all()
+        search_count: ScalarSelect[Any] = count_matches(words, dialect, first=first)
+        return search_count
+    return count(condition)

@@ -3,6 +3,8 @@ group and aggregate by, and how they compare."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from units_api.units.tables import FIELD_COLUMNS
 
 SORTABLE = {
@@ -17,6 +19,14 @@ SORTABLE = {
     "city": "city",
     "type": "type",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class SortKey:
+    field: str
+    descending: bool
+
+
 # Text sorts compare code points on both dialects (COLLATE "C" on PostgreSQL).
 TEXT_SORT_FIELDS = ("name", "city", "type")
 # Never null, so sorted without NULLS LAST (which would keep PostgreSQL off their indexes).

@@ -1,19 +1,34 @@
-"""The list's query parameters: parsed and checked before any SQL is built."""
+"""The unit list (GET /api/v2/units/): its query parameters, parsed and checked before any
+SQL is built, and a page of records with its count and links."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Literal
+from functools import partial
+from typing import Any, Literal
 
+import orjson
+from sqlalchemy import and_
+from sqlalchemy.ext.asyncio import AsyncConnection
+from starlette.datastructures import URL
 from starlette.requests import Request
 
+from units_api.db import Database
 from units_api.errors import InvalidParameter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.paging import Limit, whole_number
+from units_api.http.json import load_stored
+from units_api.http.paging import Limit, page_links, whole_number
+from units_api.search.index import Words, count_matches, match, newest_matches
 from units_api.search.normalize import query_tokens
-from units_api.units.fields import SORTABLE
+from units_api.search.plan import FEW_MATCHES, first_words
+from units_api.units import repository
+from units_api.units.counting import CountCache, estimate, exact_count
+from units_api.units.fields import SORTABLE, SortKey
+from units_api.units.filtering import unit_condition
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
+from units_api.units.tables import units
 
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 20
@@ -22,12 +37,6 @@ MAX_DEPTH = 10_000
 # "default" is exact within the count budget (UNITS_API_COUNT_BUDGET_MS); "exact" was asked.
 CountMode = Literal["default", "exact", "estimated", "none"]
 COUNT_MODES = ("exact", "estimated", "none")  # what `Prefer: count=` may ask for
-
-
-@dataclass(frozen=True, slots=True)
-class SortKey:
-    field: str
-    descending: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +116,96 @@ def parse_list_params(request: Request) -> ListParams:
         words=tuple(query_tokens(q or "")),
         count=_count_mode(request.headers.get("prefer")),
     )
+
+
+def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
+    if fields is None:
+        return orjson.Fragment(doc)
+    record = load_stored(doc)
+    return {name: record.get(name) for name in fields}
+
+
+def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None) -> bool:
+    """A search alone in creation order: PostgreSQL answers it from the search table."""
+    return (
+        db.dialect == "postgresql"
+        and params.filter is None
+        and policy is None
+        and len(params.sort) == 1
+        and params.sort[0].field == "createdAt"
+        and bool(params.words)
+    )
+
+
+async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
+    """PostgreSQL: the words to read through the search index first (see plan.first_words),
+    from how many units have each, as remembered or counted up to past `few`."""
+    dialect = conn.dialect.name
+    if dialect != "postgresql" or not words or few < 1:
+        return ()
+    cap = few + 1
+    sizes = [
+        await counts.size(conn, (None, None, (w,)), partial(count_matches, (w,), dialect, cap), cap)
+        for w in words
+    ]
+    return first_words(words, sizes, counts.remembered((None, None, words)), few)
+
+
+async def list_units(
+    db: Database,
+    counts: CountCache,
+    params: ListParams,
+    url: URL,
+    policy: Node | None,
+    count_budget_ms: int | None = None,
+    few_matches: int = FEW_MATCHES,
+) -> dict[str, Any]:
+    offset = (params.page - 1) * params.limit
+    async with db.read() as conn:
+        first = await _first_words(conn, counts, params.words, few_matches)
+        condition = and_(
+            unit_condition(params.filter, db.dialect),
+            unit_condition(policy, db.dialect, "policy"),
+            match(params.words, db.dialect, units.c.id, first),
+        )
+        if _newest_matches_alone(db, params, policy):
+            descending = params.sort[0].descending
+            hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
+            query = repository.hits_query(hits, descending)
+        else:
+            query = repository.page_query(
+                condition, params.sort, params.limit + 1, offset, db.dialect
+            )
+        docs, version = await repository.read_page(conn, query)
+        counts.saw(version)
+        mode: str = params.count
+        total: int | None = None
+        if mode == "estimated" and db.dialect == "postgresql":
+            total = await estimate(conn, condition)
+        elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
+            # The last page: what came before it and what is on it, read in one statement.
+            mode, total = "exact", offset + len(docs)
+        elif mode != "none":
+            # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
+            budget = count_budget_ms if mode == "default" else None
+            mode = "exact"
+            key = (params.filter, policy, params.words)
+            narrowed = params.filter is not None or policy is not None
+            counting = partial(exact_count, narrowed, params.words, condition, first, db.dialect)
+            total = await counts.total(conn, key, version, counting, budget)
+            if total is None:
+                mode = "estimated"
+                total = await estimate(conn, condition)
+    has_next = len(docs) > params.limit
+    pages = max(1, math.ceil(total / params.limit)) if total is not None else None
+    return {
+        "data": [_project(doc, params.fields) for doc in docs[: params.limit]],
+        "meta": {
+            "page": params.page,
+            "limit": params.limit,
+            "total": total,
+            "totalPages": pages,
+            "count": mode,
+        },
+        "links": page_links(url, params.page, pages, has_next),
+    }

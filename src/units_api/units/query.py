@@ -17,9 +17,8 @@ from units_api.http.json import load_stored
 from units_api.http.paging import NUMBER, TEXT, TIME, UUID, Keyset, Kind, nullable
 from units_api.search.index import search_condition
 from units_api.units import repository
-from units_api.units.fields import AGGREGATABLE, GROUPABLE, NUMERIC, TIMES
+from units_api.units.fields import AGGREGATABLE, GROUPABLE, NUMERIC, TIMES, SortKey
 from units_api.units.filtering import unit_condition
-from units_api.units.listing import SortKey
 from units_api.units.schemas import (
     Aggregate,
     QueryRequest,

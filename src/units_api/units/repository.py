@@ -6,14 +6,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     ColumnElement,
-    ScalarSelect,
     Select,
     Subquery,
     and_,
-    func,
     or_,
     select,
 )
@@ -22,9 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, driver_connection, utcnow
 from units_api.units.counting import CHANGE_VERSION
-from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS
-from units_api.units.listing import SortKey
-from units_api.units.tables import unit_counters, unit_history, units
+from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
+from units_api.units.tables import unit_history, units
 
 
 async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
@@ -82,14 +78,6 @@ async def history_page(
     return list((await conn.execute(query)).mappings())
 
 
-_COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
-
-
-def count_all() -> ScalarSelect[Any]:
-    """Every unit, from the counters: exact, and O(1) at any size."""
-    return _COUNT_ALL
-
-
 def sort_column(field: str, dialect: str) -> Any:
     """The column a sort key reads; text compares by code point on both dialects."""
     column: Any = units.c[SORTABLE[field]]
@@ -143,22 +131,6 @@ async def read_page(conn: AsyncConnection, query: Select[Any]) -> tuple[list[str
     """The records of a page query, and the change version they were read at (None for none)."""
     rows = (await conn.execute(query)).all()
     return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
-
-
-def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
-    return select(func.count()).select_from(units).where(condition).scalar_subquery()
-
-
-async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
-    """PostgreSQL's planner estimate of the matching rows (fast at any size)."""
-    query = select(units.c.id).where(condition)
-    compiled = query.compile(dialect=conn.dialect)
-    names = compiled.positiontup or []
-    parameters = tuple(compiled.params[name] for name in names)
-    result = await conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + compiled.string, parameters)
-    plan = result.scalar_one()
-    plan = orjson.loads(plan) if isinstance(plan, str | bytes) else plan
-    return int(plan[0]["Plan"]["Plan Rows"])
 
 
 def keyset_after(

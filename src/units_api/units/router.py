@@ -24,7 +24,7 @@ from units_api.http.json import JSONResponse
 from units_api.http.paging import Limit, link_header
 from units_api.http.paths import ID
 from units_api.search.normalize import SEARCH_FIELDS
-from units_api.units import availability, browse, bulk, publishing, service
+from units_api.units import availability, bulk, listing, publishing, service
 from units_api.units.fields import SORTABLE
 from units_api.units.listing import COUNT_MODES, LIST_LIMIT, MAX_DEPTH, parse_list_params
 from units_api.units.query import run_query
@@ -127,7 +127,7 @@ async def list_units(request: Request) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
     params = parse_list_params(request)
-    page_body = await browse.list_units(
+    page_body = await listing.list_units(
         context.db,
         context.counts,
         params,
