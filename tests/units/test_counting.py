@@ -116,6 +116,11 @@ async def test_the_last_page_gives_the_total_without_a_count(api: Api) -> None:
     assert api.context.counts.counted == counted
     assert await page_total("limit=2&page=3") == 3  # past the end: counted
     assert api.context.counts.counted == counted + 1
+    # Remembered like a count, an empty page's total too (it chooses how a search is read).
+    words = (f"zq{uuid.uuid4().hex[:8]}", "tower")
+    response = await api.request("GET", "/api/v2/units/", params={"q": " ".join(words)})
+    assert response.json()["meta"]["total"] == 0
+    assert api.context.counts.remembered((None, None, words)) == 0
 
 
 async def test_requests_asking_together_share_one_count(api: Api) -> None:

@@ -118,20 +118,23 @@ async def list_units(
             query = repository.page_query(
                 condition, params.sort, params.limit + 1, offset, db.dialect
             )
+        seen = counts.seen
         docs, version = await repository.read_page(conn, query)
         counts.saw(version)
         mode: str = params.count
         total: int | None = None
+        key = (params.filter, policy, params.words)
         if mode == "estimated" and db.dialect == "postgresql":
             total = await repository.estimate(conn, condition)
         elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
-            # The last page: what came before it and what is on it, read in one statement.
+            # The last page: what came before it and what is on it, read in one statement; an
+            # empty one holds at the version seen before it, if that is still the current one.
             mode, total = "exact", offset + len(docs)
+            counts.put(key, seen if version is None else version, total)
         elif mode != "none":
             # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
             budget = count_budget_ms if mode == "default" else None
             mode = "exact"
-            key = (params.filter, policy, params.words)
             counting = partial(_exact_count, params, policy, condition, first, db.dialect)
             total = await counts.total(conn, key, version, counting, budget)
             if total is None:

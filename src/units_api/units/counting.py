@@ -57,12 +57,17 @@ class CountCache:
         return entry[1]
 
     def put(self, key: Hashable, version: int, total: int) -> None:
-        if self._size < 1:
+        if self._size < 1 or version < 0:
             return
         self._entries[key] = (version, total)
         self._entries.move_to_end(key)
         while len(self._entries) > self._size:
             self._entries.popitem(last=False)
+
+    @property
+    def seen(self) -> int:
+        """The newest change version read so far (-1 before any)."""
+        return self._seen
 
     def saw(self, version: int | None) -> None:
         """Note a change version read: remembered sizes hold until a newer one is seen."""
