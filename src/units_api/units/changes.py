@@ -162,7 +162,11 @@ async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> N
     if copy:
         await _copy_postgres(driver, rows)
         return
-    written = await driver.fetchval(_PG_STATEMENTS[rows.kind], *_pg_arguments(rows))
+    one = len(rows.history) == 1
+    arguments = _pg_arguments(rows)
+    if one:
+        arguments = [arguments[0], *(column[0] for column in arguments[1:])]
+    written = await driver.fetchval(_PG_STATEMENTS[rows.kind, one], *arguments)
     if written != len(rows.history):
         # One unit read without a lock wrote nothing; in a batch of locked units (the only
         # way batches are written) no unit can move.
@@ -192,15 +196,20 @@ _EVENT_DATA = {
 }
 
 
-def _rows_cte(names: list[str]) -> str:
-    """`r`: the batch's rows, one array parameter per column ($1 is the actor)."""
+def _rows_cte(names: list[str], one: bool) -> str:
+    """`r`: the batch's rows ($1 is the actor), one array parameter per column; for a single
+    unit one plain parameter per column, which costs the client a third less to send."""
     types = [str(units.c[n].type.compile(dialect=_PG)) for n in names]
     types += list(_EXTRA_COLUMNS.values())
+    columns = [*names, *_EXTRA_COLUMNS]
+    if one:
+        values = ", ".join(f"${i + 2}::{kind} AS {columns[i]}" for i, kind in enumerate(types))
+        return f"r AS (SELECT {values})"
     arrays = ", ".join(f"${i + 2}::{kind}[]" for i, kind in enumerate(types))
-    return f"r AS (SELECT * FROM unnest({arrays}) AS r({', '.join([*names, *_EXTRA_COLUMNS])}))"
+    return f"r AS (SELECT * FROM unnest({arrays}) AS r({', '.join(columns)}))"
 
 
-def _pg_statement(kind: Kind) -> str:
+def _pg_statement(kind: Kind, one: bool) -> str:
     """One statement for a batch: the rows, then one data-modifying CTE per table. It gives
     the number of units written: an update writes only units still at the version before
     the row's, and only their history, events and words."""
@@ -220,7 +229,7 @@ def _pg_statement(kind: Kind) -> str:
         unit = "DELETE FROM units WHERE id IN (SELECT id FROM r) RETURNING id"
     written = "r.id IN (SELECT id FROM u)"
     parts = [
-        _rows_cte(names),
+        _rows_cte(names, one),
         f"u AS ({unit})",
         "h AS (INSERT INTO unit_history (unit_id, version, at, actor, action, changes) "
         f"SELECT id, version, updated_at, $1, action, changes FROM r WHERE {written})",
@@ -244,8 +253,10 @@ def _pg_statement(kind: Kind) -> str:
     return "WITH " + ",\n".join(parts) + "\nSELECT count(*) FROM u"
 
 
-_PG_STATEMENTS: dict[Kind, str] = {
-    kind: _pg_statement(kind) for kind in ("insert", "update", "delete")
+_PG_STATEMENTS: dict[tuple[Kind, bool], str] = {
+    (kind, one): _pg_statement(kind, one)
+    for kind in ("insert", "update", "delete")
+    for one in (True, False)
 }
 
 
