@@ -5,9 +5,10 @@ Single writes, the state machines, bulk updates and seeding all write through he
 the caller's transaction. The writer owns versions: an update or a delete moves the record
 to its next version and time before anything is written.
 
-PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over arrays of the
-rows, run as a prepared statement on the transaction's own asyncpg connection, so a single
-write is one round trip; large inserts go through binary COPY instead. SQLite: one
+PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over its rows (arrays,
+or plain parameters for one unit), run as a prepared statement on the transaction's own
+asyncpg connection, so a single write is one round trip; large inserts go through binary
+COPY instead. SQLite: one
 statement per table (its single writer makes round trips cheap).
 """
 
