@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg  # type: ignore[import-untyped]
-import orjson
 from sqlalchemy import bindparam, delete, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -35,8 +34,8 @@ from units_api.errors import Forbidden
 from units_api.events.tables import events
 from units_api.http.json import dumps
 from units_api.search.normalize import record_tokens
-from units_api.units.record import UnitRecord, creation_changes
-from units_api.units.tables import unit_counters, unit_history, units
+from units_api.units.record import UnitRecord, actor_text, creation_changes
+from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
 Kind = Literal["insert", "update", "delete"]
 Admit = Callable[[dict[str, Any]], bool]
@@ -88,7 +87,7 @@ def prepare(
     """The rows of a batch; moves updated and deleted records to their next version. A
     record that `admit` refuses (as it will be stored) is Forbidden, and nothing is made."""
     now = utcnow()
-    actor_text = orjson.dumps(actor).decode()
+    actor_json = actor_text(actor)
     rows = Rows(kind, [], [], [], [], [])
     for change in batch:
         record = change.record
@@ -112,7 +111,7 @@ def prepare(
                 "unit_id": record.id,
                 "version": record.version,
                 "at": record.updated_at,
-                "actor": actor_text,
+                "actor": actor_json,
                 "action": change.action,
                 "changes": changes,
             }
@@ -124,7 +123,7 @@ def prepare(
                 "occurred_at": now,
                 "unit_id": record.id,
                 "version": record.version,
-                "actor": actor_text,
+                "actor": actor_json,
                 "data": data,
             }
         )
@@ -189,7 +188,7 @@ _EXTRA_COLUMNS = {
     "words": "text",
 }
 # The counter shard of the change trigger (the transaction's): a transaction holds one row.
-_SHARD = "shard = txid_current() % 16"
+_SHARD = f"shard = txid_current() % {COUNTER_SHARDS}"
 _EVENT_DATA = {
     "insert": """'{"unit":' || doc || '}'""",
     "update": """'{"unit":' || doc || ',"changes":' || changes || '}'""",
