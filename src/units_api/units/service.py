@@ -68,17 +68,6 @@ class Written:
     body: bytes
 
 
-def parse_unit_id(raw: str) -> uuid.UUID:
-    """An id that is not a UUID names no unit: 404, like any unknown id."""
-    try:
-        parsed = uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"No unit {raw}.") from None
-    if str(parsed) != raw.lower():
-        raise NotFound(f"No unit {raw}.")
-    return parsed
-
-
 def _not_found(unit_id: uuid.UUID) -> NotFound:
     return NotFound(f"No unit {unit_id}.")
 
