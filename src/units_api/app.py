@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gc
 import logging
 import re
@@ -32,15 +30,18 @@ from units_api.errors import (
     NotFound,
     ServiceUnavailable,
 )
+from units_api.events.router import router as events_router
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.ratelimit import create_limiter
-from units_api.jobs.scheduler import run_forever
+from units_api.jobs.runner import start_background
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.units.counting import CountCache
 from units_api.units.router import router as units_router
+from units_api.webhooks.router import router as webhooks_router
+from units_api.webhooks.sender import Sender
 
 log = logging.getLogger(__name__)
 GC_THRESHOLDS = (20_000, 20, 20)
@@ -57,7 +58,7 @@ def problem_response(request: Request, error: ApiError) -> Response:
     )
 
 
-ROUTERS = (units_router, keys_router, ops_router)
+ROUTERS = (units_router, events_router, webhooks_router, keys_router, ops_router)
 API_PREFIX = "/api/"
 
 
@@ -139,6 +140,7 @@ def create_context(settings: Settings) -> AppContext:
         authenticator=Authenticator(db, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
+        sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
     )
 
 
@@ -150,11 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context = create_context(settings)
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
-        jobs = (
-            asyncio.create_task(run_forever(context.db, settings.jobs_interval_seconds))
-            if settings.run_jobs
-            else None
-        )
+        background = start_background(context, listen=settings.run_jobs)
         # Long-lived startup objects leave the collector's view; fewer, shorter pauses.
         gc.collect()
         gc.freeze()
@@ -162,10 +160,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            if jobs is not None:
-                jobs.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await jobs
+            await background.close()
+            await context.sender.close()
             await context.limiter.close()
             await context.db.dispose()
 

@@ -98,21 +98,31 @@ def serve(
 
 @app.command()
 def worker() -> None:
-    """Run scheduled work (publications, reservation expiry) outside the server.
+    """Run the background work outside the server: scheduled publications and reservation
+    expiry, housekeeping, and the event worker (feed numbering, webhook delivery).
 
     Start servers with UNITS_API_RUN_JOBS=false to leave it to workers; several workers may
     run against one PostgreSQL.
     """
-    from units_api.jobs.scheduler import run_forever
+    from units_api.app import create_context
+    from units_api.jobs.runner import start_background
 
     settings = Settings()
     configure_logging(settings.log_level)
 
-    async def work(db: Database) -> None:
-        await run_forever(db, settings.jobs_interval_seconds)
+    async def main() -> None:
+        context = create_context(settings)
+        background = start_background(context, listen=True)
+        try:
+            await background.wait()
+        finally:
+            await background.close()
+            await context.sender.close()
+            await context.limiter.close()
+            await context.db.dispose()
 
     with contextlib.suppress(KeyboardInterrupt):
-        _run(settings, work)
+        asyncio.run(main())
 
 
 def _expires_at(expires_in: str | None) -> str | None:

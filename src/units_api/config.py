@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     bootstrap_admin_key: bool = True
     run_jobs: bool = True
     jobs_interval_seconds: float = Field(default=1.0, gt=0)
+    events_retention_days: int = Field(default=90, ge=1)
+    webhook_allow_private: bool = False
+    webhook_timeout_seconds: float = Field(default=15.0, gt=0, le=60)
+    webhook_poll_seconds: float = Field(default=0.5, gt=0)
+    # Tests only: shortens every retry wait after the first, and the 24-hour failing window.
+    webhook_time_scale: float = Field(default=1.0, gt=0, le=1)
     publish_requires: str = "name,type,city,price,image"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""

@@ -11,6 +11,7 @@ from units_api.config import Settings
 from units_api.db import Database
 from units_api.http.ratelimit import Limiter
 from units_api.units.counting import CountCache
+from units_api.webhooks.sender import Sender
 
 if TYPE_CHECKING:
     from units_api.auth.service import Authenticator
@@ -25,6 +26,7 @@ class AppContext:
     authenticator: Authenticator
     idempotency: Idempotency
     counts: CountCache
+    sender: Sender
 
 
 def app_context(request: Request) -> AppContext:

@@ -7,7 +7,7 @@ portable between SQLite and PostgreSQL.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -102,8 +102,13 @@ def parse_future_time(value: str) -> datetime:
     return parsed
 
 
+_last_uuid7 = 0
+
+
 def uuid7() -> uuid.UUID:
-    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits."""
+    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits; increasing within a
+    process (within one millisecond the previous value plus one, RFC 9562 section 6.2)."""
+    global _last_uuid7
     millis = int(datetime.now(UTC).timestamp() * 1000)
     rand = int.from_bytes(uuid.uuid4().bytes, "big")
     value = (millis & (2**48 - 1)) << 80
@@ -111,7 +116,19 @@ def uuid7() -> uuid.UUID:
     value |= (rand >> 68 & 0xFFF) << 64
     value |= 0b10 << 62
     value |= rand & (2**62 - 1)
+    if value <= _last_uuid7 and _last_uuid7 >> 80 == value >> 80:
+        value = _next_in_millisecond(_last_uuid7)
+    _last_uuid7 = value
     return uuid.UUID(int=value)
+
+
+def _next_in_millisecond(previous: int) -> int:
+    """The next UUIDv7 after `previous`: its 74 random bits (12 + 62) counted up by one."""
+    rand_a = previous >> 64 & 0xFFF
+    rand_b = previous & (2**62 - 1)
+    counter = (rand_a << 62 | rand_b) + 1
+    rand_a, rand_b = counter >> 62 & 0xFFF, counter & (2**62 - 1)
+    return (previous >> 80) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
 
 
 def async_url(url: str) -> URL:
@@ -179,6 +196,9 @@ def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> A
 
 # An execution option set by `Database.transaction(lone=True)`.
 LONE = "units_api_lone"
+# Set in a connection's `info` by a transaction that wrote events: once it commits, the
+# process's listeners (the event worker) are told.
+EVENTS_WRITTEN = "units_api_events_written"
 
 
 async def driver_connection(conn: AsyncConnection, alone: bool = False) -> asyncpg.Connection:
@@ -218,6 +238,7 @@ class Database:
         self.parallel_workers = parallel_workers
         self.dialect = engine.dialect.name
         self.fast_pool: asyncpg.Pool | None = None
+        self.on_events: list[Callable[[], None]] = []
 
     def _asyncpg_dsn(self) -> str:
         return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -257,8 +278,15 @@ class Database:
                 await conn.execution_options(sqlite_begin="IMMEDIATE")
             elif lone:
                 await conn.execution_options(**{LONE: True})
-            async with conn.begin():
-                yield conn
+            try:
+                async with conn.begin():
+                    yield conn
+            except BaseException:
+                conn.info.pop(EVENTS_WRITTEN, None)
+                raise
+            if conn.info.pop(EVENTS_WRITTEN, False):
+                for listener in self.on_events:
+                    listener()
 
     async def dispose(self) -> None:
         if self.fast_pool is not None:

@@ -90,6 +90,14 @@ class IdempotencyInFlight(Conflict):
     code, title = "idempotency-in-flight", "A request with this Idempotency-Key is in progress"
 
 
+class Gone(ApiError):
+    status, code, title = 410, "gone", "Gone"
+
+
+class CursorExpired(Gone):
+    code, title = "cursor-expired", "The cursor points before the oldest kept event"
+
+
 class PreconditionFailed(ApiError):
     status, code, title = 412, "precondition-failed", "Precondition failed"
 

@@ -12,6 +12,8 @@ from pydantic.json_schema import models_json_schema
 from units_api import __version__
 from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
+from units_api.events.schemas import Event, EventPage
+from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.schemas import (
     AvailabilityAction,
@@ -26,6 +28,16 @@ from units_api.units.schemas import (
     UnitPatch,
     UnitRead,
     UnitWrite,
+)
+from units_api.webhooks.schemas import (
+    Delivery,
+    DeliveryPage,
+    TestResult,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookPage,
+    WebhookPatch,
+    WebhookRead,
 )
 
 _SEARCHED = ", ".join(f"`{name}`" for name in SEARCH_FIELDS[:-1]) + f" or `{SEARCH_FIELDS[-1]}`"
@@ -100,6 +112,9 @@ class Problem(BaseModel):
     parameter: str | None = Field(default=None, description="On a bad query parameter.")
     header: str | None = Field(default=None, description="On a malformed header.")
     currentVersion: int | None = Field(default=None, description="On 412.")
+    currentCursor: str | None = Field(
+        default=None, description="On 410 from the feed: its current end, to follow from."
+    )
 
 
 DOC_MODELS: tuple[type[BaseModel], ...] = (
@@ -120,6 +135,16 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     ApiKeyRead,
     ApiKeyCreated,
     ApiKeyPage,
+    Event,
+    EventPage,
+    WebhookCreate,
+    WebhookPatch,
+    WebhookRead,
+    WebhookCreated,
+    WebhookPage,
+    Delivery,
+    DeliveryPage,
+    TestResult,
 )
 
 
@@ -153,6 +178,61 @@ def _require_keys(paths: dict[str, Any]) -> None:
                 operation["security"] = [{"ApiKey": []}]
 
 
+_DELIVERY_HEADERS = {
+    "webhook-id": "The event's id: the same on every attempt (deduplicate on it).",
+    "webhook-timestamp": "Unix seconds of this attempt.",
+    "webhook-signature": "`v1,<base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, "
+    "for 24 hours after a secret rotation.",
+}
+_EVENT_DATA = {
+    "unit.created": "`data.unit`: the unit as created.",
+    "unit.updated": "`data.unit`: the unit after the change; `data.changes`: "
+    "`{field: {from, to}}`.",
+    "unit.deleted": "`data.unit`: the unit as it was.",
+}
+
+
+def _webhooks() -> dict[str, Any]:
+    """OpenAPI 3.1 `webhooks`: what a receiver is sent, one entry per event type."""
+    entries: dict[str, Any] = {}
+    for name in (*EVENT_TYPES, TEST_EVENT_TYPE):
+        if name in JOB_EVENT_TYPES:
+            data = "`data`: the job; `unitId` and `version` are null."
+        elif name == TEST_EVENT_TYPE:
+            data = "Sent by POST /api/v2/webhooks/{id}/test only; `data.webhookId`."
+        else:
+            data = _EVENT_DATA.get(name, "`data.unit`: the unit after the action.")
+        entries[name] = {
+            "post": {
+                "summary": f"`{name}`",
+                "description": f"{data} Signed per Standard Webhooks; a 2xx within 15 s is "
+                "success, anything else is retried after about 5 s, 5 min, 30 min, 2 h, 5 h "
+                "and 10 h; a 410 disables the webhook.",
+                "parameters": [
+                    {
+                        "name": header,
+                        "in": "header",
+                        "required": True,
+                        "description": text,
+                        "schema": {"type": "string"},
+                    }
+                    for header, text in _DELIVERY_HEADERS.items()
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Event"}}
+                    },
+                },
+                "responses": {
+                    "2XX": {"description": "Received"},
+                    "410": {"description": "Gone: disables the webhook"},
+                },
+            }
+        }
+    return entries
+
+
 def build_openapi(app: FastAPI) -> dict[str, Any]:
     if app.openapi_schema:
         return app.openapi_schema
@@ -173,5 +253,6 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
     schemas.update(_components())
+    document["webhooks"] = _webhooks()
     app.openapi_schema = document
     return document

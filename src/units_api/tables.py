@@ -2,8 +2,19 @@
 
 from units_api.auth.tables import api_keys
 from units_api.db import metadata
-from units_api.events.tables import events
+from units_api.events.tables import events, feed_positions
 from units_api.http.tables import idempotency_keys
 from units_api.units.tables import unit_history, units
+from units_api.webhooks.tables import webhook_deliveries, webhooks
 
-__all__ = ["api_keys", "events", "idempotency_keys", "metadata", "unit_history", "units"]
+__all__ = [
+    "api_keys",
+    "events",
+    "feed_positions",
+    "idempotency_keys",
+    "metadata",
+    "unit_history",
+    "units",
+    "webhook_deliveries",
+    "webhooks",
+]

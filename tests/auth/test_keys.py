@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -81,9 +82,16 @@ async def test_admin_api_issues_lists_reads_and_revokes(api: Api) -> None:
     used = (await api.request("GET", f"/api/v2/api-keys/{created['id']}")).json()
     assert used["lastUsedAt"] is not None
 
-    listed = (await api.request("GET", "/api/v2/api-keys?limit=200")).json()
-    assert created["id"] in [key["id"] for key in listed["data"]]
-    assert all("key" not in key for key in listed["data"])
+    listed: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        params = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+        page = (await api.request("GET", "/api/v2/api-keys", params=params)).json()
+        listed += page["data"]
+        if (cursor := page["nextCursor"]) is None:
+            break
+    assert created["id"] in [key["id"] for key in listed]
+    assert all("key" not in key for key in listed)
 
     assert (await api.request("DELETE", f"/api/v2/api-keys/{created['id']}")).status_code == 204
     assert (await api.request("GET", "/api/v2/units/x", key=secret)).status_code == 401

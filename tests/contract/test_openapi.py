@@ -41,6 +41,18 @@ OPERATION_IDS = {
     ("get", "/api/v2/api-keys"): "listApiKeys",
     ("get", "/api/v2/api-keys/{id}"): "getApiKey",
     ("delete", "/api/v2/api-keys/{id}"): "revokeApiKey",
+    ("get", "/api/v2/events"): "listEvents",
+    ("post", "/api/v2/webhooks"): "createWebhook",
+    ("get", "/api/v2/webhooks"): "listWebhooks",
+    ("get", "/api/v2/webhooks/{id}"): "getWebhook",
+    ("patch", "/api/v2/webhooks/{id}"): "updateWebhook",
+    ("delete", "/api/v2/webhooks/{id}"): "deleteWebhook",
+    ("post", "/api/v2/webhooks/{id}/rotate-secret"): "rotateWebhookSecret",
+    ("post", "/api/v2/webhooks/{id}/test"): "testWebhook",
+    ("get", "/api/v2/webhooks/{id}/deliveries"): "listWebhookDeliveries",
+    ("post", "/api/v2/webhooks/{id}/deliveries/{deliveryId}/redeliver"): (
+        "redeliverWebhookDelivery"
+    ),
     ("get", "/healthz"): "getHealth",
     ("get", "/readyz"): "getReadiness",
     ("get", "/metrics"): "getMetrics",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import httpx
@@ -46,7 +47,7 @@ METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 async def test_every_known_path_answers_405_with_allow_for_other_methods(api: Api) -> None:
     document = (await api.client.get("/openapi.json")).json()
     for template, operations in document["paths"].items():
-        path = template.replace("{id}", str(uuid.uuid4()))
+        path = re.sub(r"\{[A-Za-z_]+\}", lambda _: str(uuid.uuid4()), template)
         allowed = sorted(method.upper() for method in operations)
         for method in set(METHODS) - set(allowed):
             response = await api.request(method, path, content=b"{}")

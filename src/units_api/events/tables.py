@@ -1,8 +1,9 @@
-"""The outbox: one row per change, written in the transaction that makes the change."""
+"""The outbox: one row per change, written in the transaction that makes the change, and the
+feed's named positions."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid
+from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid, text
 
 from units_api.db import UTCDateTime, metadata
 
@@ -19,5 +20,24 @@ events = Table(
     Column("version", Integer),
     Column("actor", Text, nullable=False),
     Column("data", Text, nullable=False),
-    Index("ix_events_type_seq", "type", "seq"),
+    # The event's place in the feed: NULL until its transaction has committed and the
+    # sequencer has numbered it (SQLite numbers in the writer's own transaction).
+    Column("pos", BigInteger),
+    Index("uq_events_pos", "pos", unique=True),
+    Index(
+        "ix_events_pending",
+        "seq",
+        postgresql_where=text("pos IS NULL"),
+        sqlite_where=text("pos IS NULL"),
+    ),
+    Index("ix_events_type_pos", "type", "pos"),
+)
+
+# head: the last position given; pruned: positions up to it are gone; webhooks: the last
+# position fanned out to webhooks.
+feed_positions = Table(
+    "feed_positions",
+    metadata,
+    Column("name", String(40), primary_key=True),
+    Column("pos", BigInteger, nullable=False),
 )

@@ -19,6 +19,7 @@ _DESCRIPTIONS = {
     404: "No such resource",
     405: "Method not allowed",
     409: "Conflict",
+    410: "Gone",
     412: "If-Match does not match the current version",
     413: "Body too large",
     415: "Unsupported Content-Type",

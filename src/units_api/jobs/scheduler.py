@@ -1,4 +1,5 @@
-"""Time-driven work: scheduled publications and expired reservations.
+"""Time-driven work: scheduled publications and expired reservations, and housekeeping
+(pruning events past their retention, one process at a time).
 
 The schedule is durable in the unit rows themselves (`scheduled_at`, `reserved_until`), so a
 worker that was down catches up when it starts. Rows are claimed with FOR UPDATE SKIP LOCKED
@@ -8,15 +9,19 @@ and re-checked under the lock, so several workers on one PostgreSQL act on each 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 
 from units_api.db import Database
+from units_api.events.service import prune
 from units_api.units import availability, publishing, repository
 from units_api.units.service import SystemCaller
 
 log = logging.getLogger(__name__)
 SCHEDULER = SystemCaller("scheduler")
 BATCH = 200
+HOUSEKEEPING_EVERY = 600.0
 
 
 async def run_due(db: Database) -> int:
@@ -36,15 +41,23 @@ async def run_due(db: Database) -> int:
     return moved
 
 
-async def run_forever(db: Database, interval: float) -> None:
-    """Until cancelled: do what is due, then wait `interval` seconds."""
-    while True:
+async def run_forever(
+    db: Database, interval: float, retention_days: int, stop: asyncio.Event
+) -> None:
+    """Until `stop`: do what is due, then wait `interval` seconds; housekeeping at start and
+    every HOUSEKEEPING_EVERY seconds."""
+    housekept = -HOUSEKEEPING_EVERY
+    while not stop.is_set():
         try:
             moved = await run_due(db)
             if moved:
                 log.info("scheduled work done", extra={"units": moved})
-        except asyncio.CancelledError:
-            raise
+            if time.monotonic() - housekept >= HOUSEKEEPING_EVERY:
+                housekept = time.monotonic()
+                pruned = await prune(db, retention_days)
+                if pruned:
+                    log.info("events pruned", extra={"events": pruned})
         except Exception:
             log.exception("scheduled work failed; retrying")
-        await asyncio.sleep(interval)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)

@@ -9,7 +9,8 @@ PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over its ro
 or plain parameters for one unit), run as a prepared statement on the transaction's own
 asyncpg connection, so a single write is one round trip; large inserts go through binary
 COPY instead. SQLite: one
-statement per table (its single writer makes round trips cheap).
+statement per table (its single writer makes round trips cheap), and events take their feed
+positions at once (see `events/sequencer.py`).
 """
 
 # The statements below are built once, at import, from the tables' own column names; every
@@ -29,9 +30,9 @@ from sqlalchemy import bindparam, delete, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import driver_connection, utcnow, uuid7
+from units_api.db import EVENTS_WRITTEN, driver_connection, utcnow, uuid7
 from units_api.errors import Forbidden
-from units_api.events.tables import events
+from units_api.events.tables import events, feed_positions
 from units_api.http.json import dumps
 from units_api.search.normalize import record_tokens
 from units_api.units.record import UnitRecord, actor_text, creation_changes
@@ -154,6 +155,7 @@ async def write(
 async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> None:
     if not rows.history:
         return
+    conn.info[EVENTS_WRITTEN] = True
     if conn.dialect.name != "postgresql":
         await _write_sqlite(conn, rows)
         return
@@ -315,6 +317,14 @@ _DELETE_UNIT = delete(units).where(units.c.id == bindparam("unit_id"))
 _KEYS = ("id", "created_at")
 _INSERT_HISTORY = unit_history.insert()
 _INSERT_EVENT = events.insert()
+# SQLite's writers take turns (BEGIN IMMEDIATE), so events numbered inside the writer's own
+# transaction are numbered in commit order: they take the next feed positions directly.
+_ADVANCE_HEAD = (
+    update(feed_positions)
+    .where(feed_positions.c.name == "head")
+    .values(pos=feed_positions.c.pos + bindparam("n"))
+    .returning(feed_positions.c.pos)
+)
 _BUMP_COUNT = (
     update(unit_counters)
     .where(unit_counters.c.shard == 0)
@@ -359,7 +369,11 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
             ],
         )
     await conn.execute(_INSERT_HISTORY, rows.history)
-    await conn.execute(_INSERT_EVENT, rows.events)
+    head = (await conn.execute(_ADVANCE_HEAD, {"n": len(rows.events)})).scalar_one()
+    first = head - len(rows.events) + 1
+    await conn.execute(
+        _INSERT_EVENT, [{**event, "pos": first + i} for i, event in enumerate(rows.events)]
+    )
     if rows.kind != "update":
         delta = len(ids) if rows.kind == "insert" else -len(ids)
         await conn.execute(_BUMP_COUNT, {"delta": delta})

@@ -1,0 +1,77 @@
+"""Every SQL statement of the change feed: its positions, its pages, its pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.events.tables import events, feed_positions
+
+_PAGE_COLUMNS = (
+    events.c.pos,
+    events.c.id,
+    events.c.type,
+    events.c.occurred_at,
+    events.c.unit_id,
+    events.c.version,
+    events.c.actor,
+    events.c.data,
+)
+
+
+async def positions(conn: AsyncConnection) -> dict[str, int]:
+    """The feed's named positions: head, pruned, webhooks."""
+    rows = await conn.execute(select(feed_positions.c.name, feed_positions.c.pos))
+    return {name: int(pos) for name, pos in rows}
+
+
+async def lock_position(conn: AsyncConnection, name: str, wait: bool = True) -> int | None:
+    """A named position, locked until the transaction ends; None if another transaction holds
+    it and `wait` is false (SQLite's writer holds every lock)."""
+    query = select(feed_positions.c.pos).where(feed_positions.c.name == name)
+    query = query.with_for_update(skip_locked=not wait)
+    found = (await conn.execute(query)).scalar_one_or_none()
+    return None if found is None else int(found)
+
+
+async def set_position(conn: AsyncConnection, name: str, pos: int) -> None:
+    await conn.execute(update(feed_positions).where(feed_positions.c.name == name).values(pos=pos))
+
+
+async def page(
+    conn: AsyncConnection, after: int, upto: int, limit: int, types: Sequence[str] = ()
+) -> Sequence[Any]:
+    """Events at positions after `after` up to `upto`, in feed order."""
+    query = (
+        select(*_PAGE_COLUMNS)
+        .where(events.c.pos > after, events.c.pos <= upto)
+        .order_by(events.c.pos)
+        .limit(limit)
+    )
+    if types:
+        query = query.where(events.c.type.in_(types))
+    return (await conn.execute(query)).all()
+
+
+async def oldest(conn: AsyncConnection, after: int, limit: int) -> list[tuple[int, datetime]]:
+    """The first events after `after` in feed order: their positions and times."""
+    query = (
+        select(events.c.pos, events.c.occurred_at)
+        .where(events.c.pos > after)
+        .order_by(events.c.pos)
+        .limit(limit)
+    )
+    return [(int(pos), at) for pos, at in await conn.execute(query)]
+
+
+async def delete_through(conn: AsyncConnection, after: int, through: int) -> None:
+    await conn.execute(delete(events).where(events.c.pos > after, events.c.pos <= through))
+
+
+async def at(conn: AsyncConnection, where: Sequence[int]) -> Sequence[Any]:
+    """The events at these positions (those still kept)."""
+    return (await conn.execute(select(*_PAGE_COLUMNS).where(events.c.pos.in_(where)))).all()

@@ -1,0 +1,1 @@
+"""Webhooks: subscriptions to the change feed, delivered signed, retried, logged."""

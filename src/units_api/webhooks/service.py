@@ -1,0 +1,247 @@
+"""Webhooks: subscriptions, their secrets, the delivery log, test pings and redelivery."""
+
+from __future__ import annotations
+
+import base64
+import secrets as random
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.db import format_time, utcnow, uuid7
+from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
+from units_api.events import repository as events_repository
+from units_api.events.types import TEST_EVENT_TYPE
+from units_api.filters.evaluate import compile_filter
+from units_api.filters.parser import parse_filter
+from units_api.http.paging import UUID, Keyset
+from units_api.units.filtering import UNIT_CATALOGUE
+from units_api.webhooks import repository
+from units_api.webhooks.guard import UnsafeTarget, check_url
+from units_api.webhooks.repository import PENDING
+from units_api.webhooks.schemas import SECRET_PREFIX, WebhookCreate, WebhookPatch
+from units_api.webhooks.sender import Attempt, Sender
+
+ROTATION_GRACE = timedelta(hours=24)
+WEBHOOKS_KEYSET = Keyset("webhooks", (UUID,))
+DELIVERIES_KEYSET = Keyset("webhook-deliveries", (UUID,))
+
+
+def new_secret() -> str:
+    return SECRET_PREFIX + base64.b64encode(random.token_bytes(32)).decode()
+
+
+def render(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "url": row["url"],
+        "eventTypes": orjson.loads(row["event_types"]),
+        "description": row["description"],
+        "filter": row["filter"],
+        "enabled": row["enabled"],
+        "disabledReason": row["disabled_reason"],
+        "createdAt": format_time(row["created_at"]),
+        "updatedAt": format_time(row["updated_at"]),
+    }
+
+
+def render_delivery(row: RowMapping) -> dict[str, Any]:
+    return {
+        "id": str(row["id"]),
+        "eventId": str(row["event_id"]),
+        "eventType": row["event_type"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "nextAttemptAt": format_time(row["next_attempt_at"]),
+        "lastAttemptAt": format_time(row["last_attempt_at"]),
+        "lastStatusCode": row["last_status_code"],
+        "lastError": row["last_error"],
+        "lastDurationMs": row["last_duration_ms"],
+        "lastResponse": row["last_response"],
+    }
+
+
+def signing_secrets(row: RowMapping) -> list[str]:
+    """The secret, and during a rotation's grace period the previous one too."""
+    until = row["previous_secret_until"]
+    if row["previous_secret"] and until is not None and until > utcnow():
+        return [row["secret"], row["previous_secret"]]
+    return [row["secret"]]
+
+
+def _check_filter(text: str) -> None:
+    try:
+        compile_filter(parse_filter(text, "filter"), UNIT_CATALOGUE, "filter")
+    except InvalidParameter as exc:
+        raise ValidationFailed([("filter", exc.detail.removeprefix("filter: "))]) from None
+
+
+async def _check_target(url: str, allow_private: bool) -> None:
+    try:
+        await check_url(url, allow_private)
+    except UnsafeTarget as exc:
+        raise ValidationFailed([("url", str(exc))]) from None
+
+
+async def _head(conn: AsyncConnection) -> int:
+    return (await events_repository.positions(conn))["head"]
+
+
+async def create(conn: AsyncConnection, spec: WebhookCreate, allow_private: bool) -> dict[str, Any]:
+    """A webhook, with its secret shown this once. It receives events from now on."""
+    await _check_target(spec.url, allow_private)
+    if spec.filter is not None:
+        _check_filter(spec.filter)
+    now = utcnow()
+    secret = spec.secret or new_secret()
+    webhook_id = uuid7()
+    values = {
+        "id": webhook_id,
+        "url": spec.url,
+        "event_types": orjson.dumps(spec.eventTypes).decode(),
+        "description": spec.description,
+        "filter": spec.filter,
+        "secret": secret,
+        "enabled": True,
+        "since_pos": await _head(conn),
+        "created_at": now,
+        "updated_at": now,
+    }
+    await repository.insert(conn, values)
+    return {**render(await get(conn, webhook_id)), "secret": secret}
+
+
+async def get(conn: AsyncConnection, webhook_id: uuid.UUID, lock: bool = False) -> RowMapping:
+    row = await repository.by_id(conn, webhook_id, lock)
+    if row is None:
+        raise NotFound(f"No webhook {webhook_id}.")
+    return row
+
+
+async def list_page(conn: AsyncConnection, limit: int, cursor: str | None) -> dict[str, Any]:
+    after = WEBHOOKS_KEYSET.decode(cursor)
+    rows = await repository.page(conn, after[0] if after else None, limit + 1)
+    shown, next_cursor = WEBHOOKS_KEYSET.page(rows, limit, lambda row: (row["id"],))
+    return {"data": [render(row) for row in shown], "nextCursor": next_cursor}
+
+
+_NOT_NULL = ("url", "eventTypes", "enabled")
+
+
+async def update(
+    conn: AsyncConnection, webhook_id: uuid.UUID, spec: WebhookPatch, allow_private: bool
+) -> dict[str, Any]:
+    sent = spec.model_fields_set
+    nulls = [name for name in _NOT_NULL if name in sent and getattr(spec, name) is None]
+    if nulls:
+        raise ValidationFailed([(name, "must not be null") for name in nulls])
+    row = await get(conn, webhook_id, lock=True)
+    values: dict[str, Any] = {"updated_at": utcnow()}
+    if spec.url is not None:
+        await _check_target(spec.url, allow_private)
+        values["url"] = spec.url
+    if spec.eventTypes is not None:
+        values["event_types"] = orjson.dumps(spec.eventTypes).decode()
+    if "description" in sent:
+        values["description"] = spec.description
+    if "filter" in sent:
+        if spec.filter is not None:
+            _check_filter(spec.filter)
+        values["filter"] = spec.filter
+    if spec.enabled is True and not row["enabled"]:
+        # Events that happened while it was disabled are not delivered to it.
+        values |= {
+            "enabled": True,
+            "disabled_reason": None,
+            "failing_since": None,
+            "since_pos": await _head(conn),
+        }
+    elif spec.enabled is False and row["enabled"]:
+        values |= {"enabled": False, "disabled_reason": "Disabled by an administrator."}
+        await repository.fail_pending(conn, webhook_id, "The webhook was disabled.")
+    await repository.change(conn, webhook_id, values)
+    return render(await get(conn, webhook_id))
+
+
+async def delete(conn: AsyncConnection, webhook_id: uuid.UUID) -> None:
+    await get(conn, webhook_id, lock=True)
+    await repository.remove(conn, webhook_id)
+
+
+async def rotate_secret(conn: AsyncConnection, webhook_id: uuid.UUID) -> dict[str, Any]:
+    """A new secret, shown this once; the current one keeps signing for ROTATION_GRACE."""
+    row = await get(conn, webhook_id, lock=True)
+    secret = new_secret()
+    now = utcnow()
+    await repository.change(
+        conn,
+        webhook_id,
+        {
+            "secret": secret,
+            "previous_secret": row["secret"],
+            "previous_secret_until": now + ROTATION_GRACE,
+            "updated_at": now,
+        },
+    )
+    return {**render(await get(conn, webhook_id)), "secret": secret}
+
+
+async def deliveries(
+    conn: AsyncConnection, webhook_id: uuid.UUID, limit: int, cursor: str | None
+) -> dict[str, Any]:
+    await get(conn, webhook_id)
+    before = DELIVERIES_KEYSET.decode(cursor)
+    rows = await repository.deliveries_page(
+        conn, webhook_id, before[0] if before else None, limit + 1
+    )
+    shown, next_cursor = DELIVERIES_KEYSET.page(rows, limit, lambda row: (row["id"],))
+    return {"data": [render_delivery(row) for row in shown], "nextCursor": next_cursor}
+
+
+async def redeliver(
+    conn: AsyncConnection, webhook_id: uuid.UUID, delivery_id: uuid.UUID
+) -> dict[str, Any]:
+    """A new delivery of the same event (the same `webhook-id`), due at once."""
+    await get(conn, webhook_id)
+    found = await repository.delivery(conn, webhook_id, delivery_id)
+    if found is None:
+        raise NotFound(f"No delivery {delivery_id} of webhook {webhook_id}.")
+    if found["event_pos"] is None or not await events_repository.at(conn, [found["event_pos"]]):
+        raise Gone("The event of this delivery is no longer kept.")
+    now = utcnow()
+    row = {
+        "id": uuid7(),
+        "webhook_id": webhook_id,
+        "event_id": found["event_id"],
+        "event_pos": found["event_pos"],
+        "event_type": found["event_type"],
+        "status": PENDING,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
+    await repository.insert_deliveries(conn, [row])
+    created = await repository.delivery(conn, webhook_id, row["id"])
+    assert created is not None
+    return render_delivery(created)
+
+
+async def test(row: RowMapping, sender: Sender) -> Attempt:
+    """Send a signed `webhook.test` event now."""
+    event_id = str(uuid7())
+    body = orjson.dumps(
+        {
+            "id": event_id,
+            "type": TEST_EVENT_TYPE,
+            "occurredAt": format_time(utcnow()),
+            "unitId": None,
+            "version": None,
+            "actor": {"type": "system", "id": None, "name": "webhook test"},
+            "data": {"webhookId": str(row["id"])},
+        }
+    )
+    return await sender.send(row["url"], signing_secrets(row), event_id, body)

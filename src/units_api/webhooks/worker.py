@@ -1,0 +1,344 @@
+"""Delivering webhooks: fan-out of the feed into deliveries, then claim, send and record.
+
+Fan-out walks the feed from the stored `webhooks` position, one process at a time (they
+take turns on the position's row lock), and writes a delivery row for each matching enabled
+webhook in the same transaction that moves the position: nothing is skipped or doubled
+across restarts.
+
+Deliveries are claimed with FOR UPDATE SKIP LOCKED: a claim counts the attempt and puts the
+next try off by a lease, so a worker that dies leaves its deliveries to be taken again when
+the lease ends (at least once, the same `webhook-id`). They are sent outside any
+transaction, and a result is recorded only if its worker still holds the claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy.engine import Row, RowMapping
+
+from units_api.db import Database, utcnow, uuid7
+from units_api.events import repository as events_repository
+from units_api.events.sequencer import sequence
+from units_api.events.service import event_unit, render_event
+from units_api.filters.parser import parse_filter
+from units_api.units.filtering import unit_predicate
+from units_api.webhooks import repository
+from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED
+from units_api.webhooks.sender import Attempt, Sender
+from units_api.webhooks.service import signing_secrets
+
+log = logging.getLogger(__name__)
+
+FAN_OUT_BATCH = 1000
+# After the first attempt fails: about 5 s, 5 min, 30 min, 2 h, 5 h and 10 h, then failed.
+RETRY_DELAYS = (5, 300, 1800, 7200, 18000, 36000)
+MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
+JITTER = 0.1
+FAILING_WINDOW = timedelta(hours=24)
+# A claim outlives the longest attempt (the send timeout) by this much.
+LEASE_MARGIN = 10.0
+RECORD_PAUSE = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Retry timing. `scale` shortens every wait after the first retry and the failing
+    window (tests only)."""
+
+    timeout: float
+    scale: float = 1.0
+
+    def retry_delay(self, attempts: int, asked: float | None) -> float:
+        base = float(RETRY_DELAYS[attempts - 1])
+        if attempts > 1:
+            base *= self.scale
+        delay = base * random.uniform(1 - JITTER, 1 + JITTER)
+        return max(delay, asked) if asked is not None else delay
+
+    @property
+    def failing_window(self) -> timedelta:
+        return FAILING_WINDOW * self.scale
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.timeout + LEASE_MARGIN)
+
+
+@dataclass(frozen=True, slots=True)
+class _Subscription:
+    """An enabled webhook as fan-out judges events against it."""
+
+    id: uuid.UUID
+    since: int
+    types: frozenset[str] | None  # None: every type
+    admit: Callable[[dict[str, Any]], bool] | None
+
+    @classmethod
+    def of(cls, hook: RowMapping) -> _Subscription:
+        types = orjson.loads(hook["event_types"])
+        node = parse_filter(hook["filter"], "filter") if hook["filter"] else None
+        return cls(
+            hook["id"],
+            hook["since_pos"],
+            None if types == ["*"] else frozenset(types),
+            None if node is None else unit_predicate(node),
+        )
+
+    def wants(self, event: Row[Any]) -> bool:
+        if event.pos <= self.since or (self.types is not None and event.type not in self.types):
+            return False
+        if self.admit is None:
+            return True
+        unit = event_unit(event)
+        return unit is not None and self.admit(unit)
+
+
+async def fan_out(db: Database) -> int:
+    """Deliveries for the feed's new events; how many events were fanned out."""
+    total = 0
+    while True:
+        async with db.transaction() as conn:
+            mark = await events_repository.lock_position(conn, "webhooks")
+            if mark is None:
+                return total
+            head = (await events_repository.positions(conn))["head"]
+            found = await events_repository.page(conn, mark, head, FAN_OUT_BATCH)
+            if not found:
+                return total
+            hooks = [_Subscription.of(hook) for hook in await repository.enabled(conn)]
+            now = utcnow()
+            rows = [
+                {
+                    "id": uuid7(),
+                    "webhook_id": hook.id,
+                    "event_id": event.id,
+                    "event_pos": event.pos,
+                    "event_type": event.type,
+                    "status": PENDING,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "created_at": now,
+                }
+                for event in found
+                for hook in hooks
+                if hook.wants(event)
+            ]
+            await repository.insert_deliveries(conn, rows)
+            await events_repository.set_position(conn, "webhooks", found[-1].pos)
+        total += len(found)
+        if len(found) < FAN_OUT_BATCH:
+            return total
+
+
+@dataclass(slots=True)
+class _Job:
+    delivery_id: uuid.UUID
+    webhook_id: uuid.UUID
+    attempts: int
+    url: str
+    secrets: list[str]
+    event_id: str
+    body: bytes | None
+
+
+class Deliverer:
+    """Claims due deliveries while it has room for them, sends each in its own task, and
+    records the results in batches."""
+
+    def __init__(self, db: Database, sender: Sender, timing: Timing, capacity: int = 100):
+        self.db = db
+        self.sender = sender
+        self.timing = timing
+        self.capacity = capacity
+        self.done = asyncio.Event()
+        self._in_flight: set[asyncio.Task[None]] = set()
+        self._results: list[tuple[_Job, Attempt]] = []
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._in_flight or self._results)
+
+    async def step(self) -> int:
+        """Record finished attempts, then claim and start what there is room for."""
+        await self.record()
+        room = self.capacity - len(self._in_flight)
+        if room <= 0:
+            return 0
+        jobs = await self._claim(room)
+        for job in jobs:
+            task = asyncio.create_task(self._send(job))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+        return len(jobs)
+
+    async def _claim(self, room: int) -> list[_Job]:
+        now = utcnow()
+        async with self.db.transaction() as conn:
+            claimed = await repository.claim(conn, now, now + self.timing.lease, room)
+            if not claimed:
+                return []
+            hooks = await repository.by_ids(conn, list({row["webhook_id"] for row in claimed}))
+            positions = [row["event_pos"] for row in claimed]
+            found = await events_repository.at(conn, positions)
+        bodies = {event.pos: render_event(event) for event in found}
+        return [
+            _Job(
+                row["id"],
+                row["webhook_id"],
+                row["attempts"],
+                hooks[row["webhook_id"]]["url"],
+                signing_secrets(hooks[row["webhook_id"]]),
+                str(row["event_id"]),
+                bodies.get(row["event_pos"]),
+            )
+            for row in claimed
+        ]
+
+    async def _send(self, job: _Job) -> None:
+        if job.body is None:
+            attempt = Attempt(None, 0, "The event is no longer kept.", None)
+        else:
+            attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
+        self._results.append((job, attempt))
+        self.done.set()
+
+    async def record(self) -> None:
+        if not self._results:
+            return
+        results, self._results = self._results, []
+        now = utcnow()
+        rows: list[dict[str, Any]] = []
+        succeeded: set[uuid.UUID] = set()
+        failed: dict[uuid.UUID, Attempt] = {}
+        for job, attempt in results:
+            rows.append(self._result_row(job, attempt, now))
+            if attempt.ok:
+                succeeded.add(job.webhook_id)
+            else:
+                failed[job.webhook_id] = attempt
+        async with self.db.transaction() as conn:
+            await repository.record(conn, rows)
+            await self._judge_endpoints(conn, succeeded, failed, now)
+
+    def _result_row(self, job: _Job, attempt: Attempt, now: datetime) -> dict[str, Any]:
+        if attempt.ok:
+            status, next_at = SUCCEEDED, None
+        elif job.body is None or attempt.status_code == 410 or job.attempts >= MAX_ATTEMPTS:
+            status, next_at = FAILED, None
+        else:
+            delay = self.timing.retry_delay(job.attempts, attempt.retry_after)
+            status, next_at = PENDING, now + timedelta(seconds=delay)
+        return {
+            "delivery_id": job.delivery_id,
+            "claimed": job.attempts,
+            "status": status,
+            "next_at": next_at,
+            "at": now,
+            "code": attempt.status_code,
+            "error": attempt.error,
+            "duration": attempt.duration_ms,
+            "response": attempt.response,
+        }
+
+    async def _judge_endpoints(
+        self,
+        conn: Any,
+        succeeded: set[uuid.UUID],
+        failed: dict[uuid.UUID, Attempt],
+        now: datetime,
+    ) -> None:
+        """A success clears an endpoint's failing streak; a 410 disables it at once, and so
+        does failing every delivery for the failing window."""
+        await repository.clear_failing(conn, succeeded)
+        for webhook_id, attempt in failed.items():
+            if webhook_id in succeeded:
+                continue
+            hook = await repository.by_id(conn, webhook_id, lock=True)
+            if hook is None or not hook["enabled"]:
+                continue
+            reason = None
+            if attempt.status_code == 410:
+                reason = "The endpoint answered 410 Gone."
+            elif hook["failing_since"] is None:
+                await repository.change(conn, webhook_id, {"failing_since": now})
+            elif now - hook["failing_since"] >= self.timing.failing_window:
+                reason = "Every delivery failed for 24 hours."
+            if reason is not None:
+                await disable(conn, webhook_id, reason, now)
+
+    async def cancel(self) -> None:
+        """Stop the sends under way (their claims lapse and they are sent again), and record
+        those that finished."""
+        for task in list(self._in_flight):
+            task.cancel()
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight))
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self.record())
+
+
+async def disable(conn: Any, webhook_id: uuid.UUID, reason: str, now: datetime) -> None:
+    await repository.change(
+        conn,
+        webhook_id,
+        {"enabled": False, "disabled_reason": reason, "failing_since": None, "updated_at": now},
+    )
+    await repository.fail_pending(conn, webhook_id, f"Not sent: {reason}")
+
+
+async def wait_any(events: Sequence[asyncio.Event], seconds: float) -> None:
+    """Until one of `events` is set, or `seconds` have passed."""
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
+async def run_forever(
+    db: Database,
+    sender: Sender,
+    timing: Timing,
+    wake: asyncio.Event,
+    poll: float,
+    stop: asyncio.Event,
+) -> None:
+    """Until `stop`: number new events, fan them out, deliver what is due; then wait for new
+    events, a finished send, or the next poll. Stopping between steps (never by cancelling
+    a transaction) leaves no transaction half-done."""
+    deliverer = Deliverer(db, sender, timing)
+    looked = -poll
+    try:
+        while not stop.is_set():
+            new_events = wake.is_set() or time.monotonic() - looked >= poll
+            wake.clear()
+            deliverer.done.clear()
+            try:
+                if new_events:
+                    looked = time.monotonic()
+                    # Waiting on a step under way elsewhere (milliseconds) rather than
+                    # leaving to it what committed after its snapshot: the first attempt
+                    # goes out now.
+                    await sequence(db)
+                    await fan_out(db)
+                await deliverer.step()
+            except Exception:
+                log.exception("webhook delivery failed; retrying")
+            await wait_any((wake, deliverer.done, stop), poll)
+            if deliverer.done.is_set() and not wake.is_set():
+                # Sends finish one by one: gather a few before recording them together.
+                await asyncio.sleep(RECORD_PAUSE)
+    finally:
+        await deliverer.cancel()
