@@ -375,3 +375,18 @@ def test_signatures_verify_with_the_standard_library() -> None:
     }
     for secret in secrets:
         assert Webhook(secret).verify(b'{"a":1}', headers) == {"a": 1}
+
+
+async def test_the_resolver_refuses_a_name_resolving_to_loopback_and_returns_what_it_checked() -> (
+    None
+):
+    from units_api.webhooks.guard import GuardedResolver, UnsafeTarget, is_public, literal
+
+    resolver = GuardedResolver()
+    try:
+        with pytest.raises(UnsafeTarget):
+            await resolver.resolve("localhost", 80)
+    finally:
+        await resolver.close()
+    assert not is_public(literal("::ffff:10.0.0.1"))  # type: ignore[arg-type]
+    assert is_public(literal("93.184.216.34"))  # type: ignore[arg-type]
