@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.db import driver_connection
+from units_api.events.render import render_event
 from units_api.events.tables import events, feed_positions
 
 _PAGE_COLUMNS = (
@@ -75,3 +77,38 @@ async def delete_through(conn: AsyncConnection, after: int, through: int) -> Non
 async def at(conn: AsyncConnection, where: Sequence[int]) -> Sequence[Any]:
     """The events at these positions (those still kept)."""
     return (await conn.execute(select(*_PAGE_COLUMNS).where(events.c.pos.in_(where)))).all()
+
+
+# PostgreSQL renders events itself, as the API shows them (a page of 1,000 events is several
+# megabytes: Python then only joins them). SQLite's are rendered in Python (`render.py`).
+# ruff: noqa: S608 (built once from constants; every value is a parameter)
+_RENDERED = """concat('{"id":"', id, '","type":"', type, '","occurredAt":"',
+    to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    '","unitId":', coalesce('"' || unit_id || '"', 'null'),
+    ',"version":', coalesce(version::text, 'null'),
+    ',"actor":', actor, ',"data":', data, '}')"""
+_RENDERED_PAGE = f"""
+SELECT pos, {_RENDERED} FROM events
+WHERE pos > $1 AND pos <= $2 AND ($4::text[] IS NULL OR type = ANY($4::text[]))
+ORDER BY pos LIMIT $3
+"""
+_RENDERED_AT = f"SELECT pos, {_RENDERED} FROM events WHERE pos = ANY($1::bigint[])"
+
+
+async def rendered_page(
+    conn: AsyncConnection, after: int, upto: int, limit: int, types: Sequence[str] = ()
+) -> tuple[int, int, bytes]:
+    """PostgreSQL: how many events a page holds, the last one's position (`after` if none),
+    and the events as JSON, joined with commas."""
+    driver = await driver_connection(conn, alone=True)
+    rows = await driver.fetch(_RENDERED_PAGE, after, upto, limit, list(types) or None)
+    last = rows[-1][0] if rows else after
+    return len(rows), last, ",".join(row[1] for row in rows).encode()
+
+
+async def rendered_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, bytes]:
+    """The events at these positions (those still kept), as the API shows them."""
+    if conn.dialect.name == "postgresql":
+        driver = await driver_connection(conn)
+        return {pos: text.encode() for pos, text in await driver.fetch(_RENDERED_AT, where)}
+    return {row.pos: render_event(row) for row in await at(conn, where)}

@@ -7,12 +7,12 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-import orjson
 from sqlalchemy.engine import Row
 
-from units_api.db import Database, format_time, utcnow
+from units_api.db import Database, utcnow
 from units_api.errors import CursorExpired, InvalidParameter
 from units_api.events import repository
+from units_api.events.render import render_event
 from units_api.events.sequencer import sequence
 from units_api.events.types import EVENT_TYPES
 from units_api.http.json import load_stored
@@ -43,22 +43,6 @@ def parse_types(raw: str | None) -> tuple[str, ...]:
     if unknown or not names:
         raise InvalidParameter("types", f"unknown event type(s): {', '.join(unknown) or raw!r}")
     return names
-
-
-def render_event(row: Row[Any] | Any) -> bytes:
-    """The event as the API shows it; `actor` and `data` are stored as JSON and sent as is."""
-    head = orjson.dumps(
-        {
-            "id": str(row.id),
-            "type": row.type,
-            "occurredAt": format_time(row.occurred_at),
-            "unitId": None if row.unit_id is None else str(row.unit_id),
-            "version": row.version,
-        }
-    )
-    return b"".join(
-        (head[:-1], b',"actor":', row.actor.encode(), b',"data":', row.data.encode(), b"}")
-    )
 
 
 def event_unit(row: Row[Any] | Any) -> dict[str, Any] | None:
@@ -96,6 +80,9 @@ async def read_feed(
             )
         elif after > head:
             raise InvalidParameter("after", "is beyond the end of the feed")
+        if admit is None and db.dialect == "postgresql":
+            count, last, events = await repository.rendered_page(conn, after, head, limit, types)
+            return _body(events, last if count == limit else head)
         items: list[bytes] = []
         cursor = after
         for _ in range(SCAN_PAGES):
@@ -112,7 +99,11 @@ async def read_feed(
             if len(rows) < asked:
                 cursor = head
                 break
-    return b'{"data":[' + b",".join(items) + b'],"nextCursor":"' + str(cursor).encode() + b'"}'
+    return _body(b",".join(items), cursor)
+
+
+def _body(events: bytes, cursor: int) -> bytes:
+    return b'{"data":[' + events + b'],"nextCursor":"' + str(cursor).encode() + b'"}'
 
 
 async def prune(db: Database, retention_days: int) -> int:

@@ -30,7 +30,7 @@ from sqlalchemy.engine import Row, RowMapping
 from units_api.db import Database, utcnow, uuid7
 from units_api.events import repository as events_repository
 from units_api.events.sequencer import sequence
-from units_api.events.service import event_unit, render_event
+from units_api.events.service import event_unit
 from units_api.filters.parser import parse_filter
 from units_api.units.filtering import unit_predicate
 from units_api.webhooks import repository
@@ -190,8 +190,7 @@ class Deliverer:
                 return []
             hooks = await repository.by_ids(conn, list({row["webhook_id"] for row in claimed}))
             positions = [row["event_pos"] for row in claimed]
-            found = await events_repository.at(conn, positions)
-        bodies = {event.pos: render_event(event) for event in found}
+            bodies = await events_repository.rendered_at(conn, positions)
         return [
             _Job(
                 row["id"],
