@@ -36,6 +36,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import orjson
 from harness import (
     DEFAULT_DATABASE,
     HERE,
@@ -76,6 +77,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--bulk", type=int, default=10_000, help="units of the bulk update")
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
     parser.add_argument("--connections", type=int, default=32, help="of the create runs")
     parser.add_argument("--feed-connections", type=int, default=2, help="of the feed pages")
     parser.add_argument("--follow-seconds", type=float, default=10)
@@ -103,12 +105,13 @@ async def fetchval(url: str, sql: str, *args: Any) -> Any:
 # --- data -------------------------------------------------------------------------------
 
 
-async def seed_feed(url: str, units: int, events: int) -> tuple[str, int]:
+async def seed_feed(url: str, units: int, events: int, reuse: bool) -> tuple[str, int]:
     """Units, then their events copied until the feed holds `events`, numbered by the
-    product's sequencer; an admin key."""
+    product's sequencer; an admin key; the feed's head."""
     db = Database(create_engine(url, pool_size=2))
     try:
-        await seed_units(db, units, seed=1)
+        if not reuse:
+            await seed_units(db, units, seed=1)
         conn = await asyncpg.connect(dsn(url))
         try:
             have = await conn.fetchval("SELECT count(*) FROM events")
@@ -122,7 +125,8 @@ async def seed_feed(url: str, units: int, events: int) -> tuple[str, int]:
                 have = await conn.fetchval("SELECT count(*) FROM events")
         finally:
             await conn.close()
-        head = await sequence(db)
+        await sequence(db)
+        head = int(await fetchval(url, "SELECT pos FROM feed_positions WHERE name = 'head'"))
         async with db.transaction() as conn:
             spec = ApiKeyCreate(name="bench", scopes=["admin"], rateLimit="100000000/minute")
             key = str((await create_key(conn, spec))["key"])
@@ -230,7 +234,7 @@ def follow(args: argparse.Namespace, url: str, key: str) -> float:
             with httpx.Client(base_url=base, headers=auth(key), timeout=60) as client:
                 while time.perf_counter() - started < args.follow_seconds:
                     page = client.get("/api/v2/events", params={"after": after, "limit": 1000})
-                    body = page.json()
+                    body = orjson.loads(page.content)
                     read += len(body["data"])
                     after = body["nextCursor"]
                     if not body["data"]:
@@ -378,17 +382,18 @@ def first_attempts(args: argparse.Namespace, url: str, key: str, target: str) ->
 
 
 def bulk(args: argparse.Namespace, url: str, key: str, target: str) -> dict[str, Any]:
-    """A bulk update by filter over the oldest --bulk units, delivered to one endpoint."""
+    """A bulk update by filter over the oldest units (at most --bulk: those created before
+    the next one's time), delivered to one endpoint."""
     asyncio.run(subscribe(url, f"{target}/hook", ["unit.updated"]))
     last = asyncio.run(
         fetchval(
             url,
             "SELECT created_at FROM units ORDER BY created_at, id OFFSET $1 LIMIT 1",
-            args.bulk - 1,
+            args.bulk,
         )
     )
     since = last.isoformat().replace("+00:00", "Z")
-    matching = asyncio.run(fetchval(url, "SELECT count(*) FROM units WHERE created_at <= $1", last))
+    matching = asyncio.run(fetchval(url, "SELECT count(*) FROM units WHERE created_at < $1", last))
     try:
         with server(url, JOBS_ON, "events-server.log") as base:
             httpx.post(f"{target}/reset")
@@ -396,7 +401,7 @@ def bulk(args: argparse.Namespace, url: str, key: str, target: str) -> dict[str,
             response = httpx.put(
                 f"{base}/api/v2/units/bulk/update",
                 headers=auth(key),
-                json={"filter": f"createdAt=le={since}", "patch": {"guaranty": 3}},
+                json={"filter": f"createdAt=lt={since}", "patch": {"guaranty": 3}},
                 timeout=300,
             )
             answered = time.perf_counter() - started
@@ -464,20 +469,27 @@ def main() -> None:
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     RESULTS.mkdir(exist_ok=True)
-    asyncio.run(recreate_database(args.database_url))
+    if not args.reuse:
+        asyncio.run(recreate_database(args.database_url))
     upgrade(args.database_url)
-    key, head = asyncio.run(seed_feed(args.database_url, args.units, args.events))
+    key, head = asyncio.run(seed_feed(args.database_url, args.units, args.events, args.reuse))
     unit_file = RESULTS / "unit.json"
     unit_file.write_bytes(dumps(fake_unit(random.Random(7))))
     report: dict[str, Any] = {"events": head, "runs": args.runs, "rate": args.rate}
-    report["feed_page"] = feed_pages(args, args.database_url, key, head)
-    report["follow_events_per_s"] = follow(args, args.database_url, key)
-    report["creates"] = creates(args, args.database_url, key, unit_file)
+    url = args.database_url
+
+    def keep(name: str, figures: Any) -> None:
+        report[name] = figures
+        (RESULTS / "events.json").write_text(json.dumps(report, indent=2, default=str))
+        print(name, figures, flush=True)
+
+    keep("feed_page", feed_pages(args, url, key, head))
+    keep("follow_events_per_s", follow(args, url, key))
+    keep("creates", creates(args, url, key, unit_file))
     with receiver() as target:
-        report["deliveries_per_s"] = deliveries(args, args.database_url, target)
-        report["first_attempt"] = first_attempts(args, args.database_url, key, target)
-        report["bulk"] = bulk(args, args.database_url, key, target)
-    (RESULTS / "events.json").write_text(json.dumps(report, indent=2, default=str))
+        keep("deliveries_per_s", deliveries(args, url, target))
+        keep("first_attempt", first_attempts(args, url, key, target))
+        keep("bulk", bulk(args, url, key, target))
     print_report(report)
 
 
