@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -32,10 +33,15 @@ class Attempt:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
+@lru_cache(maxsize=1024)
+def _signer(secret: str) -> Webhook:
+    return Webhook(secret)
+
+
 def sign(secrets: list[str], message_id: str, at: datetime, body: bytes) -> str:
     """`webhook-signature`: one `v1,<base64>` per secret, space-separated."""
     text = body.decode()
-    return " ".join(Webhook(secret).sign(message_id, at, text) for secret in secrets)
+    return " ".join(_signer(secret).sign(message_id, at, text) for secret in secrets)
 
 
 def retry_after(value: str | None) -> float | None:
