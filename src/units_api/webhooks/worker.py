@@ -113,10 +113,16 @@ async def fan_out(db: Database) -> int:
             if mark is None:
                 return total
             head = (await events_repository.positions(conn))["head"]
+            if head == mark:
+                return total
+            hooks = [_Subscription.of(hook) for hook in await repository.enabled(conn)]
+            if not hooks:
+                # Nothing subscribes: the position moves on without reading the events.
+                await events_repository.set_position(conn, "webhooks", head)
+                return total + head - mark
             found = await events_repository.page(conn, mark, head, FAN_OUT_BATCH)
             if not found:
                 return total
-            hooks = [_Subscription.of(hook) for hook in await repository.enabled(conn)]
             now = utcnow()
             rows = [
                 {
@@ -208,7 +214,11 @@ class Deliverer:
         if job.body is None:
             attempt = Attempt(None, 0, "The event is no longer kept.", None)
         else:
-            attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
+            try:
+                attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
+            except Exception as exc:  # a failed attempt, retried like any other
+                log.exception("webhook send failed unexpectedly")
+                attempt = Attempt(None, 0, f"{type(exc).__name__}: {exc}"[:500], None)
         self._results.append((job, attempt))
         self.done.set()
 
