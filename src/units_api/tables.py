@@ -4,6 +4,7 @@ from units_api.auth.tables import api_keys
 from units_api.db import metadata
 from units_api.events.tables import events, feed_positions
 from units_api.http.tables import idempotency_keys
+from units_api.jobs.tables import jobs
 from units_api.units.tables import unit_history, units
 from units_api.webhooks.tables import webhook_deliveries, webhooks
 
@@ -12,6 +13,7 @@ __all__ = [
     "events",
     "feed_positions",
     "idempotency_keys",
+    "jobs",
     "metadata",
     "unit_history",
     "units",
