@@ -120,3 +120,26 @@ async def test_bad_idempotency_key_is_400(api: Api) -> None:
         "POST", "/api/v2/units/", json=unit_body(), headers={"Idempotency-Key": "x" * 300}
     )
     assert response.status_code == 400
+
+
+async def test_housekeeping_sweeps_records_past_their_window(api: Api) -> None:
+    body = orjson.dumps(unit_body())
+    for key in ("sweep-old", "sweep-new"):
+        headers = {"Idempotency-Key": key, "content-type": "application/json"}
+        response = await api.request("POST", "/api/v2/units/", content=body, headers=headers)
+        assert response.status_code == 201
+    old = utcnow() - timedelta(hours=25)
+    async with api.context.db.transaction() as conn:
+        await conn.execute(
+            idempotency_keys.update()
+            .where(idempotency_keys.c.key == "sweep-old")
+            .values(created_at=old)
+        )
+    assert await api.context.idempotency.sweep() >= 1
+    async with api.context.db.read() as conn:
+        kept = await conn.execute(
+            select(idempotency_keys.c.key).where(
+                idempotency_keys.c.key.in_(["sweep-old", "sweep-new"])
+            )
+        )
+        assert [row[0] for row in kept] == ["sweep-new"]

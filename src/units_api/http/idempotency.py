@@ -148,6 +148,13 @@ class Idempotency:
             )
         )
 
+    async def sweep(self) -> int:
+        """Delete the records no request can replay any more; how many."""
+        cutoff = utcnow() - max(self._ttl, _ABANDONED_AFTER)
+        async with self._db.transaction() as conn:
+            result = await conn.execute(delete(table).where(table.c.created_at < cutoff))
+        return int(result.rowcount)
+
     async def _release(self, owner: str, key: str) -> None:
         async with self._db.transaction() as conn:
             await conn.execute(

@@ -52,6 +52,7 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 context.db,
                 settings.jobs_interval_seconds,
                 settings.events_retention_days,
+                context.idempotency,
                 background.stop,
             )
         ),

@@ -1,5 +1,6 @@
 """Time-driven work: scheduled publications and expired reservations, and housekeeping
-(pruning events past their retention, one process at a time).
+(pruning events past their retention, one process at a time; sweeping idempotency records
+past their window).
 
 The schedule is durable in the unit rows themselves (`scheduled_at`, `reserved_until`), so a
 worker that was down catches up when it starts. Rows are claimed with FOR UPDATE SKIP LOCKED
@@ -15,6 +16,7 @@ import time
 
 from units_api.db import Database
 from units_api.events.service import prune
+from units_api.http.idempotency import Idempotency
 from units_api.units import availability, publishing, repository
 from units_api.units.service import SystemCaller
 
@@ -42,7 +44,11 @@ async def run_due(db: Database) -> int:
 
 
 async def run_forever(
-    db: Database, interval: float, retention_days: int, stop: asyncio.Event
+    db: Database,
+    interval: float,
+    retention_days: int,
+    idempotency: Idempotency,
+    stop: asyncio.Event,
 ) -> None:
     """Until `stop`: do what is due, then wait `interval` seconds; housekeeping at start and
     every HOUSEKEEPING_EVERY seconds."""
@@ -55,8 +61,9 @@ async def run_forever(
             if time.monotonic() - housekept >= HOUSEKEEPING_EVERY:
                 housekept = time.monotonic()
                 pruned = await prune(db, retention_days)
-                if pruned:
-                    log.info("events pruned", extra={"events": pruned})
+                swept = await idempotency.sweep()
+                if pruned or swept:
+                    log.info("housekeeping", extra={"events": pruned, "idempotency": swept})
         except Exception:
             log.exception("scheduled work failed; retrying")
         with contextlib.suppress(TimeoutError):
