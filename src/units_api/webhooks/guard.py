@@ -26,10 +26,22 @@ class UnsafeTarget(OSError):
     """The target is not a public HTTP(S) address."""
 
 
+# IPv6 ranges that carry an IPv4 address in their low 32 bits (IPv4-compatible, SIIT,
+# NAT64): judged as that IPv4 address.
+_EMBEDDING = tuple(
+    ipaddress.IPv6Network(net) for net in ("::/96", "::ffff:0:0:0/96", "64:ff9b::/96")
+)
+
+
 def is_public(address: Address) -> bool:
-    """A global unicast address (an IPv4-mapped IPv6 address is judged as its IPv4)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """A global unicast address. An IPv6 address that carries an IPv4 address (mapped,
+    compatible, SIIT, NAT64, 6to4) is judged as that IPv4 address too."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is None and any(address in net for net in _EMBEDDING):
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if embedded is not None and not is_public(embedded):
+            return False
     return address.is_global and not address.is_multicast
 
 
