@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -151,6 +153,21 @@ READY_UNIT = {
     "price": 2500000,
     "unitImageUrl": "https://cdn.example.com/u/1.jpg",
 }
+
+
+CLI = [sys.executable, "-m", "units_api"]
+
+
+def cli_admin_key(env: dict[str, str]) -> str:
+    """A new admin key's secret, issued by `units-api keys create` on `env`'s database."""
+    created = subprocess.run(
+        [*CLI, "keys", "create", "--name", "t", "--scope", "admin"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return created.stdout.splitlines()[0]
 
 
 def wait_until_ready(base: str, seconds: float = 30) -> None:

@@ -14,7 +14,6 @@ import itertools
 import os
 import random
 import subprocess
-import sys
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -29,11 +28,10 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import READY_UNIT, fresh_postgres, wait_until_ready
+from tests.conftest import CLI, READY_UNIT, cli_admin_key, fresh_postgres, wait_until_ready
 from tests.test_cli import free_port
 from units_api.migrate import upgrade
 
-CLI = [sys.executable, "-m", "units_api"]
 FEED = "/api/v2/events"
 POOL = 40
 WRITERS = 8
@@ -128,14 +126,7 @@ def two_servers(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
             "UNITS_API_JOBS_INTERVAL_SECONDS": "0.2",
         }
         env.pop("UNITS_API_REDIS_URL", None)
-        created = subprocess.run(
-            [*CLI, "keys", "create", "--name", "t", "--scope", "admin"],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        key = created.stdout.splitlines()[0]
+        key = cli_admin_key(env)
         with ExitStack() as stack:
             bases = [
                 stack.enter_context(server(env, free_port(), tmp_path / f"server{i}.log"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,12 +15,10 @@ from pathlib import Path
 import httpx
 from sqlalchemy import func, select
 
-from tests.conftest import READY_UNIT, Api, start_api, wait_until_ready
+from tests.conftest import CLI, READY_UNIT, Api, cli_admin_key, start_api, wait_until_ready
 from tests.test_cli import free_port
 from units_api.config import Settings
 from units_api.events.tables import events
-
-CLI = [sys.executable, "-m", "units_api"]
 
 
 def soon(seconds: float) -> str:
@@ -49,14 +46,7 @@ def test_a_publication_due_while_the_server_was_down_happens_once(tmp_path: Path
     database = f"sqlite:///{tmp_path}/restart.db"
     env = {**os.environ, "UNITS_API_DATABASE_URL": database, "UNITS_API_ACCESS_LOG": "false"}
     subprocess.run([*CLI, "migrate"], env=env, check=True, capture_output=True)
-    created = subprocess.run(
-        [*CLI, "keys", "create", "--name", "t", "--scope", "admin"],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    headers = {"Authorization": f"Bearer {created.stdout.splitlines()[0]}"}
+    headers = {"Authorization": f"Bearer {cli_admin_key(env)}"}
     port = free_port()
     with server(env, port) as base:
         unit = httpx.post(f"{base}/api/v2/units/", json=READY_UNIT, headers=headers).json()

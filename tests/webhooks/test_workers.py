@@ -7,7 +7,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,12 +15,10 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import fresh_postgres, wait_until_ready
+from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
 from tests.test_cli import free_port
 from tests.webhooks.receiver import receiver
 from units_api.migrate import upgrade
-
-CLI = [sys.executable, "-m", "units_api"]
 
 
 @contextmanager
@@ -38,14 +35,7 @@ def deployment(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, dict[str, 
             "UNITS_API_WEBHOOK_TIMEOUT_SECONDS": "3",
             "UNITS_API_RATE_LIMIT": "100000/minute",
         }
-        created = subprocess.run(
-            [*CLI, "keys", "create", "--name", "t", "--scope", "admin"],
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        headers = {"Authorization": f"Bearer {created.stdout.splitlines()[0]}"}
+        headers = {"Authorization": f"Bearer {cli_admin_key(env)}"}
         port = free_port()
         log = stack.enter_context((tmp_path / "server.log").open("wb"))
         server = subprocess.Popen(

@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy.engine import Row, RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow, uuid7
 from units_api.events import repository as events_repository
@@ -262,7 +263,7 @@ class Deliverer:
 
     async def _judge_endpoints(
         self,
-        conn: Any,
+        conn: AsyncConnection,
         succeeded: set[uuid.UUID],
         failed: dict[uuid.UUID, Attempt],
         now: datetime,
@@ -297,7 +298,7 @@ class Deliverer:
             await asyncio.shield(self.record())
 
 
-async def disable(conn: Any, webhook_id: uuid.UUID, reason: str, now: datetime) -> None:
+async def disable(conn: AsyncConnection, webhook_id: uuid.UUID, reason: str, now: datetime) -> None:
     await repository.change(
         conn,
         webhook_id,
