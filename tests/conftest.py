@@ -95,9 +95,17 @@ def database_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def files_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Job files (exports, uploaded imports) of the tests' servers."""
+    return str(tmp_path_factory.mktemp("files"))
+
+
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, access_log=False, db_pool_size=5)
+def settings(database_url: str, files_dir: str) -> Settings:
+    return Settings(
+        database_url=database_url, access_log=False, db_pool_size=5, files_dir=files_dir
+    )
 
 
 class Api:
@@ -207,9 +215,11 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 
 
 @pytest.fixture
-async def pg_api(postgres_url: str) -> AsyncIterator[Api]:
+async def pg_api(postgres_url: str, files_dir: str) -> AsyncIterator[Api]:
     """For behaviour only PostgreSQL has (row locks under real concurrency)."""
-    settings = Settings(database_url=postgres_url, access_log=False, db_pool_size=20)
+    settings = Settings(
+        database_url=postgres_url, access_log=False, db_pool_size=20, files_dir=files_dir
+    )
     async for instance in start_api(settings):
         yield instance
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import re
@@ -31,11 +32,13 @@ from units_api.errors import (
     ServiceUnavailable,
 )
 from units_api.events.router import router as events_router
+from units_api.exports.router import router as exports_router
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.ratelimit import create_limiter
 from units_api.jobs.runner import start_background
+from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.units.counting import CountCache
@@ -58,7 +61,7 @@ def problem_response(request: Request, error: ApiError) -> Response:
     )
 
 
-ROUTERS = (units_router, events_router, webhooks_router, keys_router, ops_router)
+ROUTERS = (exports_router, units_router, events_router, webhooks_router, keys_router, ops_router)
 API_PREFIX = "/api/"
 
 
@@ -141,6 +144,8 @@ def create_context(settings: Settings) -> AppContext:
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
+        storage=open_storage(settings.storage_url, settings.files_dir),
+        jobs_wake=asyncio.Event(),
     )
 
 

@@ -45,6 +45,14 @@ class Settings(BaseSettings):
     webhook_poll_seconds: float = Field(default=0.5, gt=0)
     # Tests only: shortens every retry wait after the first, and the 24-hour failing window.
     webhook_time_scale: float = Field(default=1.0, gt=0, le=1)
+    # Jobs (exports, imports): each runs in a child process of a process that runs jobs.
+    job_processes: int = Field(default=1, ge=1, le=32)
+    job_lease_seconds: float = Field(default=60.0, ge=1)
+    job_poll_seconds: float = Field(default=1.0, gt=0)
+    files_dir: str = "./data/files"
+    storage_url: str | None = None
+    export_ttl_hours: float = Field(default=168.0, gt=0)
+    max_import_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     publish_requires: str = "name,type,city,price,image"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""

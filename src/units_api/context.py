@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,6 +11,7 @@ from starlette.requests import Request
 from units_api.config import Settings
 from units_api.db import Database
 from units_api.http.ratelimit import Limiter
+from units_api.jobs.storage import Storage
 from units_api.units.counting import CountCache
 from units_api.webhooks.sender import Sender
 
@@ -27,6 +29,9 @@ class AppContext:
     idempotency: Idempotency
     counts: CountCache
     sender: Sender
+    storage: Storage
+    # Set when a job is queued, so this process's job loop claims it without waiting.
+    jobs_wake: asyncio.Event
 
 
 def app_context(request: Request) -> AppContext:

@@ -267,6 +267,19 @@ class Database:
             yield conn
 
     @asynccontextmanager
+    async def snapshot(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction in which every statement sees the same committed data:
+        REPEATABLE READ on PostgreSQL; on SQLite (WAL) one read transaction, whose snapshot is
+        taken by its first read."""
+        async with self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                await conn.execution_options(
+                    isolation_level="REPEATABLE READ", postgresql_readonly=True
+                )
+            async with conn.begin():
+                yield conn
+
+    @asynccontextmanager
     async def transaction(self, lone: bool = False) -> AsyncIterator[AsyncConnection]:
         """One write transaction, committed on a clean exit and rolled back on any error.
 

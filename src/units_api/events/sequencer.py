@@ -13,7 +13,8 @@ late. Instead, an event gets its feed position (`pos`) once it is committed:
   order puts a unit's version after the version before it (whose transaction had committed,
   releasing the row, before the later event was inserted). Positions are given once and
   always after the head: a cursor never misses or repeats an event.
-- SQLite: its writers take turns, so the writer numbers its own events (`units/changes.py`).
+- SQLite: its writers take turns, so a writer numbers its own events in its transaction
+  (`take_positions`).
 
 The feed runs a step before it reads, so a write's event is in the feed by the time the
 write's response has returned; the event worker runs steps as events are written.
@@ -21,7 +22,11 @@ write's response has returned; the event worker runs steps as events are written
 
 from __future__ import annotations
 
+from sqlalchemy import bindparam, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from units_api.db import Database, driver_connection
+from units_api.events.tables import feed_positions
 
 STEP = 10_000
 
@@ -59,3 +64,19 @@ async def sequence(db: Database) -> int:
         numbered += step
         if step < STEP:
             return numbered
+
+
+# SQLite's writers take turns (BEGIN IMMEDIATE), so events numbered inside the writer's own
+# transaction are numbered in commit order: they take the next feed positions directly.
+_ADVANCE_HEAD = (
+    update(feed_positions)
+    .where(feed_positions.c.name == "head")
+    .values(pos=feed_positions.c.pos + bindparam("n"))
+    .returning(feed_positions.c.pos)
+)
+
+
+async def take_positions(conn: AsyncConnection, n: int) -> int:
+    """SQLite: the first of the next `n` feed positions, taken in the writer's transaction."""
+    head: int = (await conn.execute(_ADVANCE_HEAD, {"n": n})).scalar_one()
+    return head - n + 1

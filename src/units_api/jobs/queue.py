@@ -45,6 +45,7 @@ class Claim:
     attempt: int
     owner: str
     checkpoint: dict[str, Any] | None
+    max_attempts: int = MAX_ATTEMPTS
 
 
 async def enqueue(
@@ -110,7 +111,13 @@ async def claim(
             )
         checkpoint = orjson.loads(row["checkpoint"]) if row["checkpoint"] else None
         return Claim(
-            row["id"], row["kind"], orjson.loads(row["params"]), attempt, owner, checkpoint
+            row["id"],
+            row["kind"],
+            orjson.loads(row["params"]),
+            attempt,
+            owner,
+            checkpoint,
+            row["max_attempts"],
         )
 
 
@@ -161,6 +168,32 @@ async def finish(db: Database, job: Claim, status: str, **values: Any) -> None:
             finished_at=utcnow(),
             **values,
         )
+
+
+async def release(db: Database, job: Claim, delay: timedelta = timedelta(0)) -> None:
+    """Give the job back to the queue (its worker stops), to be claimed again after `delay`;
+    LeaseLost if it was not held any more."""
+    async with db.transaction() as conn:
+        await record(
+            conn, job, status=QUEUED, lease_owner=None, lease_until=None, run_after=utcnow() + delay
+        )
+
+
+async def expired_files(conn: AsyncConnection, now: datetime, limit: int) -> list[RowMapping]:
+    """Succeeded jobs whose file has passed its expiry."""
+    query = (
+        select(jobs)
+        .where(jobs.c.status == SUCCEEDED, jobs.c.expires_at < now)
+        .order_by(jobs.c.expires_at)
+        .limit(limit)
+    )
+    return list((await conn.execute(query)).mappings())
+
+
+async def mark_expired(conn: AsyncConnection, job_id: uuid.UUID) -> None:
+    await conn.execute(
+        update(jobs).where(jobs.c.id == job_id, jobs.c.status == SUCCEEDED).values(status=EXPIRED)
+    )
 
 
 async def get(conn: AsyncConnection, job_id: uuid.UUID) -> RowMapping | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from units_api.context import AppContext
 from units_api.events.wakeup import Wakeup
 from units_api.jobs import scheduler
+from units_api.jobs.execution import JobRunner
 from units_api.webhooks import worker
 from units_api.webhooks.worker import Timing
 
@@ -37,8 +38,8 @@ class Background:
 
 def start_background(context: AppContext, listen: bool) -> Background:
     """Always: announcing this process's events to workers elsewhere (PostgreSQL). With
-    `listen` (UNITS_API_RUN_JOBS): scheduled work and housekeeping, and the event worker
-    (numbering, fan-out, webhook delivery)."""
+    `listen` (UNITS_API_RUN_JOBS): scheduled work and housekeeping, the event worker
+    (numbering, fan-out, webhook delivery) and the job loop (exports, imports)."""
     settings = context.settings
     background = Background()
     wakeup = Wakeup(context.db)
@@ -53,6 +54,7 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 settings.jobs_interval_seconds,
                 settings.events_retention_days,
                 context.idempotency,
+                context.storage,
                 background.stop,
             )
         ),
@@ -65,6 +67,9 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 settings.webhook_poll_seconds,
                 background.stop,
             )
+        ),
+        asyncio.create_task(
+            JobRunner(context.db, settings, context.jobs_wake).run_forever(background.stop)
         ),
     ]
     return background

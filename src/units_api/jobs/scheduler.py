@@ -1,6 +1,6 @@
 """Time-driven work: scheduled publications and expired reservations, and housekeeping
 (pruning events past their retention, one process at a time; sweeping idempotency records
-past their window).
+past their window; deleting export files past their expiry).
 
 The schedule is durable in the unit rows themselves (`scheduled_at`, `reserved_until`), so a
 worker that was down catches up when it starts. Rows are claimed with FOR UPDATE SKIP LOCKED
@@ -14,9 +14,13 @@ import contextlib
 import logging
 import time
 
-from units_api.db import Database
+import orjson
+
+from units_api.db import Database, utcnow
 from units_api.events.service import prune
 from units_api.http.idempotency import Idempotency
+from units_api.jobs import queue
+from units_api.jobs.storage import Storage
 from units_api.units import availability, publishing, repository
 from units_api.units.service import SystemCaller
 
@@ -43,11 +47,29 @@ async def run_due(db: Database) -> int:
     return moved
 
 
+async def expire_files(db: Database, storage: Storage) -> int:
+    """Delete the files of exports past their expiry; the jobs become `expired`."""
+    expired = 0
+    while True:
+        async with db.read() as conn:
+            rows = await queue.expired_files(conn, utcnow(), BATCH)
+        for row in rows:
+            result = orjson.loads(row["result"] or "{}")
+            if "file" in result:
+                await storage.delete(result["file"])
+            async with db.transaction() as conn:
+                await queue.mark_expired(conn, row["id"])
+            expired += 1
+        if len(rows) < BATCH:
+            return expired
+
+
 async def run_forever(
     db: Database,
     interval: float,
     retention_days: int,
     idempotency: Idempotency,
+    storage: Storage,
     stop: asyncio.Event,
 ) -> None:
     """Until `stop`: do what is due, then wait `interval` seconds; housekeeping at start and
@@ -62,8 +84,12 @@ async def run_forever(
                 housekept = time.monotonic()
                 pruned = await prune(db, retention_days)
                 swept = await idempotency.sweep()
-                if pruned or swept:
-                    log.info("housekeeping", extra={"events": pruned, "idempotency": swept})
+                expired = await expire_files(db, storage)
+                if pruned or swept or expired:
+                    log.info(
+                        "housekeeping",
+                        extra={"events": pruned, "idempotency": swept, "exports": expired},
+                    )
         except Exception:
             log.exception("scheduled work failed; retrying")
         with contextlib.suppress(TimeoutError):

@@ -32,7 +32,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import EVENTS_WRITTEN, driver_connection, utcnow, uuid7
 from units_api.errors import Forbidden
-from units_api.events.tables import events, feed_positions
+from units_api.events.sequencer import take_positions
+from units_api.events.tables import events
 from units_api.http.json import dumps
 from units_api.search.normalize import record_tokens
 from units_api.units.record import UnitRecord, actor_text, creation_changes
@@ -317,14 +318,6 @@ _DELETE_UNIT = delete(units).where(units.c.id == bindparam("unit_id"))
 _KEYS = ("id", "created_at")
 _INSERT_HISTORY = unit_history.insert()
 _INSERT_EVENT = events.insert()
-# SQLite's writers take turns (BEGIN IMMEDIATE), so events numbered inside the writer's own
-# transaction are numbered in commit order: they take the next feed positions directly.
-_ADVANCE_HEAD = (
-    update(feed_positions)
-    .where(feed_positions.c.name == "head")
-    .values(pos=feed_positions.c.pos + bindparam("n"))
-    .returning(feed_positions.c.pos)
-)
 _BUMP_COUNT = (
     update(unit_counters)
     .where(unit_counters.c.shard == 0)
@@ -369,8 +362,7 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
             ],
         )
     await conn.execute(_INSERT_HISTORY, rows.history)
-    head = (await conn.execute(_ADVANCE_HEAD, {"n": len(rows.events)})).scalar_one()
-    first = head - len(rows.events) + 1
+    first = await take_positions(conn, len(rows.events))
     await conn.execute(
         _INSERT_EVENT, [{**event, "pos": first + i} for i, event in enumerate(rows.events)]
     )

@@ -1,0 +1,165 @@
+"""Exports: ask for one (a job), follow it, download its file."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import FileResponse, Response, StreamingResponse
+
+from units_api.auth.access import authorize
+from units_api.auth.scopes import ADMIN, UNITS_EXPORT
+from units_api.auth.service import Principal
+from units_api.config import DEFAULTS
+from units_api.context import app_context
+from units_api.errors import Gone
+from units_api.exports import service
+from units_api.exports.formats import GZIP_MEDIA_TYPE, MEDIA_TYPES
+from units_api.exports.schemas import ExportCreate
+from units_api.http import docs
+from units_api.http.body import read_json
+from units_api.http.docs import json_body, problems, success
+from units_api.http.json import JSONResponse
+from units_api.http.paging import Limit
+from units_api.http.paths import ID
+from units_api.jobs import queue
+from units_api.jobs import service as jobs_service
+from units_api.jobs.storage import LocalStorage
+from units_api.validation import parse_model
+
+router = APIRouter(prefix="/api/v2/units/exports", tags=["exports"])
+JOBS_LIMIT = Limit(default=50, maximum=200)
+IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
+JobId = Annotated[uuid.UUID, Path(description="The job's id (a UUID).")]
+_ONE = f"/{ID}"
+
+
+def job_location(kind: str, job_id: object) -> str:
+    return f"/api/v2/units/{kind}s/{job_id}"
+
+
+def owner_filter(principal: Principal) -> uuid.UUID | None:
+    """Whose jobs a key sees: an admin key every job, any other its own."""
+    return None if ADMIN in principal.scopes else principal.key_id
+
+
+@router.post(
+    "",
+    status_code=202,
+    operation_id="createExport",
+    summary="Export units to a file (a job)",
+    description="Answers at once with the job; poll it (`Location`) until `status` is "
+    "`succeeded`, then download `.../file`. The export is one consistent snapshot of the units "
+    "this key may see (its policy applies), oldest first (`createdAt`, then `id`). Formats: "
+    "`csv` (UTF-8 with a BOM, nested values as JSON text), `jsonl` (one unit a line, as the "
+    "API returns it), `xlsx` (one sheet, text always text), `parquet` (typed columns, money as "
+    "decimal128(38, 20), nested values as JSON columns). `compression: gzip` for csv and jsonl. "
+    f"Files are kept {DEFAULTS.export_ttl_hours:g} hours (UNITS_API_EXPORT_TTL_HOURS).",
+    responses={
+        **success(202, "Job", "The queued job", ("Location",)),
+        **problems(400, 413, 415, 422),
+    },
+    openapi_extra={**json_body("ExportCreate"), "parameters": [IDEMPOTENCY_KEY]},
+)
+async def create_export(request: Request) -> Response:
+    principal = await authorize(request, UNITS_EXPORT)
+    context = app_context(request)
+    body = await read_json(request, context.settings.max_body_bytes)
+    params = service.plan(parse_model(ExportCreate, body.value), principal.policy)
+
+    async def operation(conn: Any) -> Response:
+        job_id = await service.create(conn, params, principal)
+        row = await queue.get(conn, job_id)
+        assert row is not None
+        return JSONResponse(
+            jobs_service.render(row),
+            status_code=202,
+            headers={"Location": job_location("export", job_id)},
+        )
+
+    response = await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
+    context.jobs_wake.set()
+    return response
+
+
+@router.get(
+    "",
+    operation_id="listExports",
+    summary="List exports",
+    description="Newest first; follow `nextCursor` until it is null. A key sees the exports it "
+    "asked for; an admin key sees every one.",
+    responses={**success(200, "JobPage", "A page of export jobs"), **problems(400)},
+    openapi_extra={"parameters": [docs.limit(JOBS_LIMIT), docs.CURSOR]},
+)
+async def list_exports(request: Request) -> Response:
+    principal = await authorize(request, UNITS_EXPORT)
+    context = app_context(request)
+    size = JOBS_LIMIT.parse(request.query_params.get("limit"))
+    async with context.db.read() as conn:
+        page = await jobs_service.list_page(
+            conn, "export", owner_filter(principal), size, request.query_params.get("cursor")
+        )
+    return JSONResponse(page)
+
+
+@router.get(
+    _ONE,
+    operation_id="getExport",
+    summary="Read an export job",
+    responses={**success(200, "Job", "The job"), **problems(404)},
+)
+async def get_export(request: Request, id: JobId) -> Response:
+    principal = await authorize(request, UNITS_EXPORT)
+    context = app_context(request)
+    async with context.db.read() as conn:
+        row = await jobs_service.get(conn, id, owner_filter(principal), "export")
+    return JSONResponse(jobs_service.render(row))
+
+
+@router.get(
+    f"{_ONE}/file",
+    operation_id="downloadExport",
+    summary="Download an export's file",
+    description="The file, with `Content-Disposition: attachment`. 409 while the export has "
+    "not succeeded (queued, running or failed), 410 once its file has expired.",
+    responses={
+        200: {
+            "description": "The file",
+            "content": {
+                media: {"schema": {"type": "string", "format": "binary"}}
+                for media in (*MEDIA_TYPES.values(), GZIP_MEDIA_TYPE)
+            },
+            "headers": {
+                "Content-Disposition": {
+                    "description": 'attachment; filename="units-<time>.<ext>"',
+                    "schema": {"type": "string"},
+                }
+            },
+        },
+        **problems(404, 409, 410),
+    },
+)
+async def download_export(request: Request, id: JobId) -> Response:
+    principal = await authorize(request, UNITS_EXPORT)
+    context = app_context(request)
+    async with context.db.read() as conn:
+        row = await jobs_service.get(conn, id, owner_filter(principal), "export")
+    file = service.ready_file(row)
+    storage = context.storage
+    if isinstance(storage, LocalStorage):
+        path = storage.path(file.key)
+        if not path.exists():
+            raise Gone("The export's file has expired; ask for a new export.")
+        return FileResponse(path, media_type=file.media_type, filename=file.name)
+    size = await storage.size(file.key)
+    if size is None:
+        raise Gone("The export's file has expired; ask for a new export.")
+    return StreamingResponse(
+        storage.read(file.key),
+        media_type=file.media_type,
+        headers={
+            "Content-Disposition": f'attachment; filename="{file.name}"',
+            "Content-Length": str(size),
+        },
+    )

@@ -1,0 +1,180 @@
+"""Exports: the units a key may see, one consistent snapshot, written to a file in constant
+memory, oldest first (`createdAt`, then `id`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.auth.service import Principal
+from units_api.db import Database, utcnow
+from units_api.errors import Conflict, Gone, ValidationFailed
+from units_api.exports.formats import (
+    COMPRESSIBLE,
+    GZIP_MEDIA_TYPE,
+    MEDIA_TYPES,
+    ExportError,
+    columns_for,
+    file_extension,
+    open_writer,
+)
+from units_api.exports.schemas import ExportCreate
+from units_api.filters.parser import parse_filter
+from units_api.jobs import queue
+from units_api.jobs.work import JobContext, JobFailed, Progress
+from units_api.search.index import match
+from units_api.search.normalize import query_tokens
+from units_api.units.filtering import unit_condition
+from units_api.units.tables import units
+
+KIND = "export"
+# Units read and written at a time: the server-side cursor's batch.
+BATCH = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class ExportParams:
+    format: str
+    filter: str | None
+    q: str | None
+    fields: list[str] | None
+    compression: str
+    policy: str | None  # the requesting key's, as it was when the export was asked for
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> ExportParams:
+        return cls(
+            params["format"],
+            params.get("filter"),
+            params.get("q"),
+            params.get("fields"),
+            params.get("compression", "none"),
+            params.get("policy"),
+        )
+
+
+def plan(spec: ExportCreate, policy: str | None) -> ExportParams:
+    """The export's parameters, checked: a bad filter is a 400, gzip on xlsx or parquet a
+    422."""
+    if spec.compression == "gzip" and spec.format not in COMPRESSIBLE:
+        raise ValidationFailed(
+            [("compression", f"gzip applies to csv and jsonl; {spec.format} is compressed already")]
+        )
+    if spec.filter is not None:
+        unit_condition(parse_filter(spec.filter, "filter"), "postgresql", "filter")
+    return ExportParams(spec.format, spec.filter, spec.q, spec.fields, spec.compression, policy)
+
+
+async def create(conn: AsyncConnection, params: ExportParams, who: Principal) -> uuid.UUID:
+    values = {
+        "format": params.format,
+        "filter": params.filter,
+        "q": params.q,
+        "fields": params.fields,
+        "compression": params.compression,
+        "policy": params.policy,
+        "actor": who.actor,
+    }
+    return await queue.enqueue(conn, KIND, values, owner_key_id=who.key_id)
+
+
+def _condition(params: ExportParams, dialect: str) -> ColumnElement[bool]:
+    node = parse_filter(params.filter, "filter") if params.filter else None
+    policy = parse_filter(params.policy, "policy") if params.policy else None
+    return and_(
+        unit_condition(node, dialect, "filter"),
+        unit_condition(policy, dialect, "policy"),
+        match(tuple(query_tokens(params.q or "")), dialect, units.c.id),
+    )
+
+
+async def write_export(
+    db: Database, params: ExportParams, path: Path, progress: Progress
+) -> tuple[int, int]:
+    """Write the export to `path`; its unit count and byte size. Raises ExportError when the
+    units do not fit the format."""
+    condition = _condition(params, db.dialect)
+    query = (
+        select(units.c.doc)
+        .where(condition)
+        .order_by(units.c.created_at, units.c.id)
+        .execution_options(yield_per=BATCH)
+    )
+    done = 0
+    async with db.snapshot() as conn:
+        total = (
+            await conn.execute(select(func.count()).select_from(units).where(condition))
+        ).scalar_one()
+        await progress(0, total)
+        writer = open_writer(params.format, path, columns_for(params.fields), params.compression)
+        try:
+            result = await conn.stream(query)
+            async for batch in result.partitions(BATCH):
+                writer.write([row[0] for row in batch])
+                done += len(batch)
+                await progress(done, total)
+        finally:
+            writer.close()
+    return done, (await anyio.Path(path).stat()).st_size
+
+
+def file_key(job_id: uuid.UUID, params: ExportParams) -> str:
+    return f"exports/{job_id}.{file_extension(params.format, params.compression)}"
+
+
+async def run_export_job(context: JobContext) -> dict[str, Any]:
+    """The job's body: write the file, then hand it to storage whole."""
+    claim = context.claim
+    params = ExportParams.of(claim.params)
+    path = context.storage.scratch("." + file_extension(params.format, params.compression))
+    try:
+        rows, size = await write_export(context.db, params, path, context.progress)
+        context.check_parent()
+        key = file_key(claim.id, params)
+        await context.storage.put(key, path)
+    except ExportError as exc:
+        raise JobFailed(str(exc)) from None
+    finally:
+        path.unlink(missing_ok=True)
+    expires = utcnow() + timedelta(hours=context.settings.export_ttl_hours)
+    return {
+        "row_count": rows,
+        "bytes": size,
+        "expires_at": expires,
+        "result": orjson.dumps({"file": key}).decode(),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ExportFile:
+    key: str
+    name: str  # as the download is offered
+    media_type: str
+
+
+def ready_file(row: RowMapping) -> ExportFile:
+    """The file of a succeeded export; 409 before it succeeded, 410 once it has expired."""
+    status = row["status"]
+    if status == queue.EXPIRED or (
+        status == queue.SUCCEEDED
+        and row["expires_at"] is not None
+        and row["expires_at"] <= utcnow()
+    ):
+        raise Gone("The export's file has expired; ask for a new export.")
+    if status != queue.SUCCEEDED:
+        raise Conflict(f"The export is {status}; its file exists once it has succeeded.")
+    params = ExportParams.of(orjson.loads(row["params"]))
+    extension = file_extension(params.format, params.compression)
+    stamp = row["created_at"].strftime("%Y%m%d-%H%M%S")
+    media = GZIP_MEDIA_TYPE if params.compression == "gzip" else MEDIA_TYPES[params.format]
+    return ExportFile(orjson.loads(row["result"])["file"], f"units-{stamp}.{extension}", media)

@@ -1,0 +1,209 @@
+"""Running jobs: claimed by a process's job loop, each run in a child process of its own, so
+the CPU-heavy body (formats, parsing, validation) never holds the API's event loop.
+
+The parent claims a job, starts a child for it (forkserver: the child starts from a process
+that has the service imported already), and renews the lease while the child runs. The child
+runs the body and ends the job, with its job event, in one transaction fenced on the claim.
+A child that dies leaves the job to the queue again (released at once, or taken over when its
+lease runs out if the parent died too); a child whose parent is gone stops at its next
+progress report, before writing anything more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import socket
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import Any
+
+from units_api.config import Settings
+from units_api.db import Database, create_engine, utcnow
+from units_api.events.recorder import record_job_event
+from units_api.http.json import dumps
+from units_api.jobs import queue
+from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
+from units_api.jobs.service import render
+from units_api.jobs.storage import open_storage
+from units_api.jobs.work import JobContext, JobFailed
+
+log = logging.getLogger(__name__)
+KINDS = ("export", "import")
+# A job that failed unexpectedly (the database went away...) is tried again after this long.
+RETRY_AFTER = timedelta(seconds=30)
+CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
+UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
+
+Body = Callable[[JobContext], Awaitable[dict[str, Any]]]
+
+
+def _bodies() -> dict[str, Body]:
+    from units_api.exports.service import run_export_job
+    from units_api.imports.service import run_import_job
+
+    return {"export": run_export_job, "import": run_import_job}
+
+
+async def end_job(context: JobContext, status: str, **values: Any) -> None:
+    """End the claimed job with `status`, and write its event, in one transaction."""
+    claim = context.claim
+    async with context.db.transaction() as conn:
+        if status == SUCCEEDED:
+            values["progress"] = 1.0
+        await queue.record(
+            conn,
+            claim,
+            status=status,
+            lease_owner=None,
+            lease_until=None,
+            finished_at=utcnow(),
+            **values,
+        )
+        row = await queue.get(conn, claim.id)
+        assert row is not None
+        actor = claim.params.get("actor") or {"type": "system", "id": None, "name": "jobs"}
+        await record_job_event(conn, f"{claim.kind}.{status}", dumps(render(row)), actor)
+
+
+async def run_claimed(context: JobContext) -> None:
+    """Run a claimed job's body and end the job; a job whose lease was lost is left alone."""
+    claim = context.claim
+    try:
+        try:
+            values = await _bodies()[claim.kind](context)
+        except JobFailed as exc:
+            await end_job(context, FAILED, error=str(exc))
+        except LeaseLost:
+            raise
+        except Exception:
+            log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
+            if claim.attempt >= claim.max_attempts:
+                await end_job(context, FAILED, error=UNEXPECTED.format(n=claim.attempt))
+            else:
+                await queue.release(context.db, claim, RETRY_AFTER * claim.attempt)
+        else:
+            await end_job(context, SUCCEEDED, **values)
+    except LeaseLost:
+        log.warning("job lease lost; stopping", extra={"jobId": str(claim.id)})
+
+
+def child_main(settings: dict[str, Any], claim: Claim, parent: Connection) -> None:
+    """The child process: run one claimed job."""
+    from units_api.logs import configure_logging
+
+    configured = Settings(**settings)
+    configure_logging(configured.log_level)
+
+    async def main() -> None:
+        db = Database(create_engine(configured.database_url, pool_size=2))
+        storage = open_storage(configured.storage_url, configured.files_dir)
+        lease = timedelta(seconds=configured.job_lease_seconds)
+        try:
+            await run_claimed(JobContext(db, configured, storage, claim, lease, parent))
+        finally:
+            await db.dispose()
+
+    asyncio.run(main())
+
+
+def _process_context() -> Any:
+    if sys.platform == "linux":
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["units_api.jobs.execution", "units_api.app"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class JobRunner:
+    """A process's job loop: up to `job_processes` jobs at a time, each in its own child."""
+
+    def __init__(self, db: Database, settings: Settings, wake: asyncio.Event) -> None:
+        self.db = db
+        self.settings = settings
+        self.wake = wake
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease = timedelta(seconds=settings.job_lease_seconds)
+        self._processes = _process_context()
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        running: set[asyncio.Task[None]] = set()
+        while not stop.is_set():
+            try:
+                while len(running) < self.settings.job_processes:
+                    claim = await queue.claim(self.db, self.owner, self.lease, KINDS)
+                    if claim is None:
+                        break
+                    running.add(asyncio.create_task(self._supervise(claim, stop)))
+            except Exception:
+                log.exception("claiming a job failed; retrying")
+            self.wake.clear()
+            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self.wake.wait())]
+            await asyncio.wait(
+                [*waits, *running],
+                timeout=self.settings.job_poll_seconds,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            for task in waits:
+                task.cancel()
+            running = {task for task in running if not task.done()}
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _supervise(self, claim: Claim, stop: asyncio.Event) -> None:
+        """Run the job in a child, renewing its lease, until the child exits. Asked to stop,
+        the child is stopped and the job released for another process."""
+        watched, alive = self._processes.Pipe(duplex=False)
+        process = self._processes.Process(
+            target=child_main,
+            args=(self.settings.model_dump(), claim, watched),
+            name=f"units-api job {claim.id}",
+            daemon=True,
+        )
+        process.start()
+        watched.close()
+        try:
+            await self._watch(claim, process, stop)
+        finally:
+            alive.close()
+
+    async def _watch(self, claim: Claim, process: Any, stop: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
+        beat = self.lease.total_seconds() / 4
+        next_beat = loop.time() + beat
+        try:
+            while process.is_alive():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), CHILD_POLL)
+                if stop.is_set():
+                    await self._stop_child(process)
+                    await queue.release(self.db, claim)
+                    return
+                if loop.time() >= next_beat:
+                    next_beat = loop.time() + beat
+                    await queue.heartbeat(self.db, claim, self.lease)
+            if process.exitcode != 0:
+                log.warning(
+                    "job process died", extra={"jobId": str(claim.id), "exit": process.exitcode}
+                )
+                await queue.release(self.db, claim, RETRY_AFTER)
+        except LeaseLost:
+            await self._stop_child(process)
+        except Exception:
+            log.exception("supervising a job failed", extra={"jobId": str(claim.id)})
+            await self._stop_child(process)
+
+    @staticmethod
+    async def _stop_child(process: Any) -> None:
+        if process.is_alive():
+            process.terminate()
+        await asyncio.to_thread(process.join, 10)
+        if process.is_alive():
+            process.kill()
+            await asyncio.to_thread(process.join)

@@ -1,0 +1,56 @@
+"""The job record as the API returns it (exports and imports)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from units_api.exports.formats import FORMATS
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "expired"]
+
+
+class RowError(BaseModel):
+    row: int = Field(description="The data row, from 1 (a header is not counted).")
+    field: str = Field(
+        description="The field, nested paths as in 422s: `paymentPlans[0].minPrice`."
+    )
+    message: str
+
+
+class Job(BaseModel):
+    id: str
+    kind: Literal["export", "import"]
+    status: JobStatus
+    format: Literal[FORMATS]  # type: ignore[valid-type]
+    progress: float = Field(ge=0, le=1)
+    rowCount: int | None = Field(
+        description="Units written to the file (export) or rows read (import)."
+    )
+    bytes: int | None = Field(description="The file's size.")
+    createdAt: datetime
+    startedAt: datetime | None
+    finishedAt: datetime | None
+    expiresAt: datetime | None = Field(description="When an export's file is deleted.")
+    error: str | None = Field(description="Why the job failed.")
+    compression: Literal["none", "gzip"] | None = Field(
+        default=None, description="Exports: the file's compression."
+    )
+    mode: Literal["create", "upsert"] | None = Field(default=None, description="Imports.")
+    dryRun: bool | None = Field(default=None, description="Imports.")
+    atomic: bool | None = Field(default=None, description="Imports.")
+    rowsTotal: int | None = Field(default=None, description="Imports: data rows read.")
+    rowsOk: int | None = Field(
+        default=None, description="Imports: rows written (or valid, on a dry run)."
+    )
+    rowsFailed: int | None = Field(default=None, description="Imports: rows refused.")
+    errors: list[RowError] | None = Field(
+        default=None, description="Imports: the first 1,000 row errors, in file order."
+    )
+
+
+class JobPage(BaseModel):
+    data: list[Job]
+    nextCursor: str | None

@@ -1,0 +1,146 @@
+"""Where job files live (export results, uploaded imports): a local directory by default, or
+an S3-compatible object store (`UNITS_API_STORAGE_URL=s3://bucket/prefix`, the `s3` extra).
+
+A file is made complete on local disk first (`scratch`), then handed over whole (`put`): a
+reader never sees half a file. Keys are relative paths such as `exports/<job id>.csv`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+CHUNK = 1024 * 1024
+
+
+class Storage(Protocol):
+    def scratch(self, suffix: str = "") -> Path:
+        """A new local temporary file's path, for a file being made."""
+
+    async def put(self, key: str, path: Path) -> None:
+        """Store the complete file at `path` under `key` (the local file is consumed)."""
+
+    async def fetch(self, key: str, path: Path) -> None:
+        """Copy the file stored under `key` to the local `path`."""
+
+    async def size(self, key: str) -> int | None:
+        """The stored file's size, None when there is none."""
+
+    def read(self, key: str) -> AsyncIterator[bytes]:
+        """The stored file's bytes, in chunks."""
+
+    async def delete(self, key: str) -> None:
+        """Remove the file; nothing happens when there is none."""
+
+
+class LocalStorage:
+    """Files under one directory; temporary files beside them, so handing one over is a
+    rename on the same file system (atomic)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._tmp = self.root / ".tmp"
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    def scratch(self, suffix: str = "") -> Path:
+        self._tmp.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(suffix=suffix, dir=self._tmp)
+        os.close(handle)
+        return Path(name)
+
+    async def put(self, key: str, path: Path) -> None:
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        await anyio.to_thread.run_sync(os.replace, path, target)
+
+    async def fetch(self, key: str, path: Path) -> None:
+        await anyio.to_thread.run_sync(shutil.copyfile, self.path(key), path)
+
+    async def size(self, key: str) -> int | None:
+        try:
+            return self.path(key).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    async def read(self, key: str) -> AsyncIterator[bytes]:
+        async with await anyio.open_file(self.path(key), "rb") as file:
+            while chunk := await file.read(CHUNK):
+                yield chunk
+
+    async def delete(self, key: str) -> None:
+        self.path(key).unlink(missing_ok=True)
+
+
+class ObjectStorage:
+    """An S3-compatible bucket through obstore. Credentials, region and endpoint come from the
+    usual AWS_* environment variables (AWS_ENDPOINT_URL for a store other than AWS)."""
+
+    def __init__(self, url: str, scratch_dir: str | Path) -> None:
+        try:
+            from obstore.store import S3Store
+        except ImportError as exc:  # pragma: no cover - depends on the installation
+            raise RuntimeError(
+                "UNITS_API_STORAGE_URL=s3://... needs the s3 extra: pip install 'units-api[s3]'"
+            ) from exc
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+        options: dict[str, Any] = {"allow_http": endpoint.startswith("http://")}
+        self._store = S3Store.from_url(url, client_options=options)  # type: ignore[arg-type]
+        self._local = LocalStorage(scratch_dir)
+
+    def scratch(self, suffix: str = "") -> Path:
+        return self._local.scratch(suffix)
+
+    async def put(self, key: str, path: Path) -> None:
+        import obstore
+
+        try:
+            await obstore.put_async(self._store, key, path)
+        finally:
+            os.unlink(path)
+
+    async def fetch(self, key: str, path: Path) -> None:
+        async with await anyio.open_file(path, "wb") as file:
+            async for chunk in self.read(key):
+                await file.write(chunk)
+
+    async def size(self, key: str) -> int | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            meta = await obstore.head_async(self._store, key)
+        except NotFoundError:
+            return None
+        return int(meta["size"])
+
+    async def read(self, key: str) -> AsyncIterator[bytes]:
+        import obstore
+
+        result = await obstore.get_async(self._store, key)
+        async for chunk in result.stream(min_chunk_size=CHUNK):
+            yield bytes(chunk)
+
+    async def delete(self, key: str) -> None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        with contextlib.suppress(NotFoundError):
+            await obstore.delete_async(self._store, key)
+
+
+def open_storage(storage_url: str | None, files_dir: str) -> Storage:
+    """The configured storage: the S3 store of `storage_url`, else the local `files_dir`."""
+    if storage_url:
+        if not storage_url.startswith(("s3://", "s3a://")):
+            raise ValueError("UNITS_API_STORAGE_URL must be an s3:// URL")
+        return ObjectStorage(storage_url, files_dir)
+    return LocalStorage(files_dir)

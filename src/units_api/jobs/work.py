@@ -1,0 +1,74 @@
+"""What a job's body works with: its claim, the database, the file storage, and the way it
+reports progress and commits checkpoints (each renews the lease, fenced on the claim)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.config import Settings
+from units_api.db import Database, utcnow
+from units_api.jobs import queue
+from units_api.jobs.queue import Claim, LeaseLost
+from units_api.jobs.storage import Storage
+
+# Progress is written at most this often (seconds); each write renews the lease.
+PROGRESS_EVERY = 1.0
+
+
+class JobFailed(Exception):
+    """The job cannot succeed (a bad file, a format's limit): it fails with this message,
+    and is not retried."""
+
+
+class Progress(Protocol):
+    async def __call__(self, done: int, total: int | None) -> None: ...
+
+
+def fraction(done: int, total: int | None) -> float:
+    return 0.0 if not total else min(1.0, done / total)
+
+
+@dataclass(slots=True)
+class JobContext:
+    db: Database
+    settings: Settings
+    storage: Storage
+    claim: Claim
+    lease: timedelta
+    # The read end of a pipe whose only write end the supervising process holds: once that
+    # process is gone the pipe reads as closed, and the job stops.
+    parent: Connection | None = None
+    _reported: float = field(default=0.0)
+
+    def check_parent(self) -> None:
+        if self.parent is not None and self.parent.poll():
+            raise LeaseLost("the supervising process is gone")
+
+    async def progress(self, done: int, total: int | None) -> None:
+        """Report how far the job is (throttled), renewing its lease."""
+        self.check_parent()
+        now = time.monotonic()
+        if now - self._reported < PROGRESS_EVERY:
+            return
+        self._reported = now
+        await queue.heartbeat(self.db, self.claim, self.lease, progress=fraction(done, total))
+
+    async def checkpoint(
+        self, conn: AsyncConnection, state: dict[str, Any], done: int, total: int | None
+    ) -> None:
+        """Commit `state` with the work it describes (in `conn`'s transaction), fenced."""
+        self.check_parent()
+        self._reported = time.monotonic()
+        await queue.record(
+            conn,
+            self.claim,
+            checkpoint=state,
+            progress=fraction(done, total),
+            lease_until=utcnow() + self.lease,
+        )
