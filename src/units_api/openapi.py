@@ -14,6 +14,8 @@ from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
 from units_api.events.schemas import Event, EventPage
 from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
+from units_api.exports.schemas import ExportCreate
+from units_api.jobs.schemas import Job, JobPage
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.schemas import (
     AvailabilityAction,
@@ -145,6 +147,9 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     Delivery,
     DeliveryPage,
     TestResult,
+    ExportCreate,
+    Job,
+    JobPage,
 )
 
 

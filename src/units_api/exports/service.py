@@ -20,7 +20,9 @@ from units_api.auth.service import Principal
 from units_api.db import Database, utcnow
 from units_api.errors import Conflict, Gone, ValidationFailed
 from units_api.exports.formats import (
+    COLUMN_KINDS,
     COMPRESSIBLE,
+    DOCUMENT_ORDER,
     GZIP_MEDIA_TYPE,
     MEDIA_TYPES,
     ExportError,
@@ -70,6 +72,13 @@ def plan(spec: ExportCreate, policy: str | None) -> ExportParams:
         raise ValidationFailed(
             [("compression", f"gzip applies to csv and jsonl; {spec.format} is compressed already")]
         )
+    unknown = [
+        (f"fields[{index}]", f"'{name}' is not a field; use any of {', '.join(DOCUMENT_ORDER)}")
+        for index, name in enumerate(spec.fields or ())
+        if name not in COLUMN_KINDS
+    ]
+    if unknown:
+        raise ValidationFailed(unknown)
     if spec.filter is not None:
         unit_condition(parse_filter(spec.filter, "filter"), "postgresql", "filter")
     return ExportParams(spec.format, spec.filter, spec.q, spec.fields, spec.compression, policy)

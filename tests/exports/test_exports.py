@@ -1,0 +1,322 @@
+"""Exports over HTTP on both databases: every format read back field by field, gzip,
+policies, the snapshot, the file's 409 and 410, idempotency, the job's event."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import gzip
+import io
+import json
+import random
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import openpyxl
+import pyarrow.parquet as pq
+import pytest
+from sqlalchemy import update
+
+from tests.conftest import Api, start_api
+from units_api.config import Settings
+from units_api.db import format_time, utcnow
+from units_api.exports.formats import DOCUMENT_ORDER
+from units_api.exports.service import ExportParams, write_export
+from units_api.http.json import dumps
+from units_api.jobs.scheduler import expire_files
+from units_api.jobs.tables import jobs
+from units_api.sample_data import fake_unit
+
+EXPORTS = "/api/v2/units/exports"
+FORMULA = "=1+1"
+
+
+def exact(raw: str | bytes) -> Any:
+    return json.loads(raw, parse_float=Decimal)
+
+
+async def make_units(api: Api, count: int, **fields: Any) -> tuple[str, list[dict[str, Any]]]:
+    """`count` realistic units (every nested list filled, Arabic text) of a project of their
+    own, so an export filtered on it holds exactly them; returned as the API reads them."""
+    project = f"exp-{uuid.uuid4().hex[:10]}"
+    rng = random.Random(project)
+    made = []
+    for index in range(count):
+        body = {**fake_unit(rng), "subProjectId": project, **fields}
+        if index == 0:
+            body["unitDesc"] = FORMULA
+            body["unitShortDesc"] = "https://example.com/not-a-link"
+            body["price"] = Decimal("1250000.50")
+        response = await api.request(
+            "POST",
+            "/api/v2/units/",
+            content=dumps(body),
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 201, response.text
+        made.append(exact(response.content))
+    return project, made
+
+
+async def run_export(api: Api, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    response = await api.request("POST", EXPORTS, json=body, key=key)
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert job["status"] == "queued" and job["kind"] == "export"
+    assert response.headers["location"] == f"{EXPORTS}/{job['id']}"
+    return await finished(api, job["id"], key)
+
+
+async def finished(api: Api, job_id: str, key: str | None = None) -> dict[str, Any]:
+    for _ in range(300):
+        job: dict[str, Any] = (await api.request("GET", f"{EXPORTS}/{job_id}", key=key)).json()
+        if job["status"] in ("succeeded", "failed"):
+            return job
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"export {job_id} did not finish")
+
+
+async def download(api: Api, job: dict[str, Any], key: str | None = None) -> bytes:
+    response = await api.request("GET", f"{EXPORTS}/{job['id']}/file", key=key)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-disposition"].startswith("attachment; filename=")
+    return response.content
+
+
+def cell(value: Any) -> str:
+    """What a CSV cell holds for a field's value."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else dumps(value).decode()
+
+
+async def test_jsonl_holds_each_unit_exactly_as_the_api_returns_it(api: Api) -> None:
+    project, made = await make_units(api, 4)
+    job = await run_export(api, {"format": "jsonl", "filter": f"subProjectId=={project}"})
+    assert job["status"] == "succeeded", job
+    assert job["rowCount"] == 4 and job["progress"] == 1.0
+    content = await download(api, job)
+    assert job["bytes"] == len(content)
+    lines = content.decode().splitlines()
+    assert [exact(line) for line in lines] == made  # oldest first
+    first = await api.request("GET", f"/api/v2/units/{made[0]['id']}/")
+    assert lines[0].encode() == first.content
+    assert '"price":1250000.50' in lines[0]
+
+
+async def test_csv_has_a_bom_a_header_and_every_field_exact(api: Api) -> None:
+    project, made = await make_units(api, 3)
+    job = await run_export(api, {"format": "csv", "filter": f"subProjectId=={project}"})
+    content = await download(api, job)
+    assert content.startswith(b"\xef\xbb\xbf")
+    rows = list(csv.reader(io.StringIO(content.decode("utf-8-sig"), newline="")))
+    assert rows[0] == list(DOCUMENT_ORDER)
+    assert [row for row in rows[1:]] == [[cell(u[name]) for name in DOCUMENT_ORDER] for u in made]
+    first = dict(zip(rows[0], rows[1], strict=True))
+    assert first["price"] == "1250000.50" and first["unitDesc"] == FORMULA
+    assert exact(first["paymentPlans"]) == made[0]["paymentPlans"]
+    assert first["unitNameAr"] == made[0]["unitNameAr"] and first["unitNameAr"].isascii() is False
+
+
+async def test_gzip_applies_to_csv_and_jsonl_only(api: Api) -> None:
+    project, made = await make_units(api, 2)
+    job = await run_export(
+        api, {"format": "jsonl", "filter": f"subProjectId=={project}", "compression": "gzip"}
+    )
+    response = await api.request("GET", f"{EXPORTS}/{job['id']}/file")
+    assert response.headers["content-type"] == "application/gzip"
+    assert ".jsonl.gz" in response.headers["content-disposition"]
+    lines = gzip.decompress(response.content).decode().splitlines()
+    assert [exact(line) for line in lines] == made
+    for fmt in ("xlsx", "parquet"):
+        refused = await api.request("POST", EXPORTS, json={"format": fmt, "compression": "gzip"})
+        assert refused.status_code == 422
+        assert refused.json()["errors"][0]["field"] == "compression"
+
+
+async def test_xlsx_text_stays_text_and_numbers_stay_exact(api: Api) -> None:
+    project, made = await make_units(api, 3)
+    job = await run_export(api, {"format": "xlsx", "filter": f"subProjectId=={project}"})
+    book = openpyxl.load_workbook(io.BytesIO(await download(api, job)), read_only=False)
+    sheet = book.active
+    assert sheet is not None
+    rows = list(sheet.iter_rows())
+    header = [c.value for c in rows[0]]
+    assert header == list(DOCUMENT_ORDER)
+    first = {name: c for name, c in zip(header, rows[1], strict=True)}
+    assert first["unitDesc"].value == FORMULA and first["unitDesc"].data_type == "s"
+    assert first["unitShortDesc"].hyperlink is None
+    assert first["price"].value == "1250000.50"  # a float cell would lose the trailing zero
+    for unit, row in zip(made, rows[1:], strict=True):
+        values = {name: c.value for name, c in zip(header, row, strict=True)}
+        assert values["name"] == unit["name"] and values["unitNameAr"] == unit["unitNameAr"]
+        assert exact(values["floorsPlan"]) == unit["floorsPlan"]
+        if isinstance(values["surface"], float):
+            assert Decimal(repr(values["surface"])) == unit["surface"]
+
+
+async def test_parquet_columns_are_typed_and_exact(api: Api) -> None:
+    project, made = await make_units(api, 3)
+    job = await run_export(
+        api,
+        {
+            "format": "parquet",
+            "filter": f"subProjectId=={project}",
+            "fields": ["price", "createdAt", "paymentPlans", "unitNameAr", "floorsPlan"],
+        },
+    )
+    table = pq.read_table(io.BytesIO(await download(api, job)))
+    assert table.column_names == [
+        "id",
+        "price",
+        "createdAt",
+        "paymentPlans",
+        "unitNameAr",
+        "floorsPlan",
+    ]
+    assert str(table.schema.field("price").type) == "decimal128(38, 20)"
+    assert str(table.schema.field("createdAt").type) == "timestamp[us, tz=UTC]"
+    assert "json" in str(table.schema.field("paymentPlans").type)
+    for unit, row in zip(made, table.to_pylist(), strict=True):
+        assert row["id"] == unit["id"]
+        assert row["price"] == unit["price"]
+        assert format_time(row["createdAt"]) == unit["createdAt"]
+        assert exact(row["paymentPlans"]) == unit["paymentPlans"]
+        assert exact(row["floorsPlan"]) == unit["floorsPlan"]
+        assert row["unitNameAr"] == unit["unitNameAr"]
+
+
+async def test_a_keys_policy_and_search_narrow_the_export(api: Api) -> None:
+    project, made = await make_units(api, 4, city="Giza")
+    await make_units(api, 1, city="Alexandria", subProjectId=project)
+    key = await api.create_key("units:export", policy="city==Alexandria")
+    job = await run_export(api, {"format": "jsonl", "filter": f"subProjectId=={project}"}, key)
+    lines = (await download(api, job, key)).decode().splitlines()
+    assert {exact(line)["city"] for line in lines} == {"Alexandria"} and len(lines) == 1
+    word = made[1]["name"].split()[-1]
+    job = await run_export(
+        api, {"format": "jsonl", "filter": f"subProjectId=={project}", "q": word}
+    )
+    found = [exact(line)["id"] for line in (await download(api, job)).decode().splitlines()]
+    assert made[1]["id"] in found
+
+
+async def test_an_export_is_one_snapshot_while_units_change(settings: Settings) -> None:
+    async for api in start_api(settings):
+        project, made = await make_units(api, 3)
+        seen: list[tuple[int, int | None]] = []
+
+        async def change_units(done: int, total: int | None) -> None:
+            seen.append((done, total))
+            if done == 0:  # counted, nothing read yet: change what it will read
+                await make_units(api, 1, subProjectId=project)
+                patched = await api.request(
+                    "PATCH",
+                    f"/api/v2/units/{made[0]['id']}/",
+                    json={"name": "Changed meanwhile"},
+                    headers={"content-type": "application/merge-patch+json"},
+                )
+                assert patched.status_code == 200, patched.text
+
+        path = settings_path(settings) / f"{project}.jsonl"
+        params = ExportParams("jsonl", f"subProjectId=={project}", None, None, "none", None)
+        rows, size = await write_export(api.context.db, params, path, change_units)
+        assert seen[0] == (0, 3) and rows == 3
+        assert [exact(line) for line in path.read_text().splitlines()] == made
+        assert size == path.stat().st_size
+
+
+def settings_path(settings: Settings) -> Any:
+    from pathlib import Path
+
+    return Path(settings.files_dir)
+
+
+async def test_the_file_is_a_409_before_success_and_a_410_after_expiry(
+    settings: Settings,
+) -> None:
+    idle = settings.model_copy(update={"run_jobs": False})
+    async for api in start_api(idle):
+        response = await api.request(
+            "POST", EXPORTS, json={"format": "csv", "filter": "city==None"}
+        )
+        job_id = response.json()["id"]
+        early = await api.request("GET", f"{EXPORTS}/{job_id}/file")
+        assert early.status_code == 409
+        assert early.headers["content-type"] == "application/problem+json"
+    async for api in start_api(settings):
+        job = await finished(api, job_id)
+        assert job["status"] == "succeeded" and job["rowCount"] == 0
+        assert (await api.request("GET", f"{EXPORTS}/{job_id}/file")).status_code == 200
+        async with api.context.db.transaction() as conn:
+            await conn.execute(
+                update(jobs)
+                .where(jobs.c.id == uuid.UUID(job_id))
+                .values(expires_at=utcnow() - timedelta(seconds=1))
+            )
+        assert (await api.request("GET", f"{EXPORTS}/{job_id}/file")).status_code == 410
+        assert await expire_files(api.context.db, api.context.storage) >= 1
+        job = (await api.request("GET", f"{EXPORTS}/{job_id}")).json()
+        assert job["status"] == "expired"
+        assert (await api.request("GET", f"{EXPORTS}/{job_id}/file")).status_code == 410
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "where"),
+    [
+        ({"format": "pdf"}, 422, "format"),
+        ({"format": "csv", "fields": ["nope"]}, 422, "fields[0]"),
+        ({"format": "csv", "surprise": 1}, 422, "surprise"),
+        ({"format": "csv", "filter": "price=gt="}, 400, "filter"),
+        ({"format": "csv", "filter": "nope==1"}, 400, "filter"),
+    ],
+)
+async def test_bad_export_requests_are_refused(
+    api: Api, body: dict[str, Any], status: int, where: str
+) -> None:
+    response = await api.request("POST", EXPORTS, json=body)
+    assert response.status_code == status, response.text
+    problem = response.json()
+    named = problem.get("parameter") or problem["errors"][0]["field"]
+    assert named == where
+
+
+async def test_jobs_are_seen_by_their_key_and_by_admins(api: Api) -> None:
+    own = await api.create_key("units:export")
+    other = await api.create_key("units:export")
+    job = await run_export(api, {"format": "csv", "filter": "city==Nowhere"}, own)
+    assert (await api.request("GET", f"{EXPORTS}/{job['id']}", key=other)).status_code == 404
+    assert (await api.request("GET", f"{EXPORTS}/{job['id']}")).status_code == 200
+    listed = (await api.request("GET", EXPORTS, key=own)).json()
+    assert [item["id"] for item in listed["data"]] == [job["id"]]
+    reader = await api.create_key("units:read")
+    assert (
+        await api.request("POST", EXPORTS, json={"format": "csv"}, key=reader)
+    ).status_code == 403
+
+
+async def test_an_idempotency_key_replays_the_same_job(api: Api) -> None:
+    headers = {"Idempotency-Key": f"export-{uuid.uuid4()}"}
+    body = {"format": "jsonl", "filter": "city==Nowhere"}
+    first = await api.request("POST", EXPORTS, json=body, headers=headers)
+    again = await api.request("POST", EXPORTS, json=body, headers=headers)
+    assert first.status_code == again.status_code == 202
+    assert again.headers["idempotent-replayed"] == "true"
+    assert first.json()["id"] == again.json()["id"]
+
+
+async def test_a_finished_export_is_an_event_in_the_feed(api: Api) -> None:
+    start = (await api.request("GET", "/api/v2/events", params={"types": "import.failed"})).json()
+    job = await run_export(api, {"format": "csv", "filter": "city==Nowhere"})
+    found = (
+        await api.request(
+            "GET",
+            "/api/v2/events",
+            params={"after": start["nextCursor"], "types": "export.succeeded"},
+        )
+    ).json()["data"]
+    (event,) = [e for e in found if e["data"]["id"] == job["id"]]
+    assert event["unitId"] is None and event["data"]["status"] == "succeeded"
+    assert event["actor"]["type"] == "apiKey"
