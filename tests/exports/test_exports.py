@@ -12,6 +12,7 @@ import random
 import uuid
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import openpyxl
@@ -203,35 +204,28 @@ async def test_a_keys_policy_and_search_narrow_the_export(api: Api) -> None:
     assert made[1]["id"] in found
 
 
-async def test_an_export_is_one_snapshot_while_units_change(settings: Settings) -> None:
-    async for api in start_api(settings):
-        project, made = await make_units(api, 3)
-        seen: list[tuple[int, int | None]] = []
+async def test_an_export_is_one_snapshot_while_units_change(api: Api, files_dir: str) -> None:
+    project, made = await make_units(api, 3)
+    seen: list[tuple[int, int | None]] = []
 
-        async def change_units(done: int, total: int | None) -> None:
-            seen.append((done, total))
-            if done == 0:  # counted, nothing read yet: change what it will read
-                await make_units(api, 1, subProjectId=project)
-                patched = await api.request(
-                    "PATCH",
-                    f"/api/v2/units/{made[0]['id']}/",
-                    json={"name": "Changed meanwhile"},
-                    headers={"content-type": "application/merge-patch+json"},
-                )
-                assert patched.status_code == 200, patched.text
+    async def change_units(done: int, total: int | None) -> None:
+        seen.append((done, total))
+        if done == 0:  # counted, nothing read yet: change what it will read
+            await make_units(api, 1, subProjectId=project)
+            patched = await api.request(
+                "PATCH",
+                f"/api/v2/units/{made[0]['id']}/",
+                json={"name": "Changed meanwhile"},
+                headers={"content-type": "application/merge-patch+json"},
+            )
+            assert patched.status_code == 200, patched.text
 
-        path = settings_path(settings) / f"{project}.jsonl"
-        params = ExportParams("jsonl", f"subProjectId=={project}", None, None, "none", None)
-        rows, size = await write_export(api.context.db, params, path, change_units)
-        assert seen[0] == (0, 3) and rows == 3
-        assert [exact(line) for line in path.read_text().splitlines()] == made
-        assert size == path.stat().st_size
-
-
-def settings_path(settings: Settings) -> Any:
-    from pathlib import Path
-
-    return Path(settings.files_dir)
+    path = Path(files_dir) / f"{project}.jsonl"
+    params = ExportParams("jsonl", f"subProjectId=={project}", None, None, "none", None)
+    rows, size = await write_export(api.context.db, params, path, change_units)
+    assert seen[0] == (0, 3) and rows == 3
+    assert [exact(line) for line in path.read_text().splitlines()] == made
+    assert size == path.stat().st_size
 
 
 async def test_the_file_is_a_409_before_success_and_a_410_after_expiry(
