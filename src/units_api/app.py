@@ -37,6 +37,7 @@ from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.ratelimit import create_limiter
+from units_api.imports.router import router as imports_router
 from units_api.jobs.runner import start_background
 from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
@@ -61,7 +62,15 @@ def problem_response(request: Request, error: ApiError) -> Response:
     )
 
 
-ROUTERS = (exports_router, units_router, events_router, webhooks_router, keys_router, ops_router)
+ROUTERS = (
+    exports_router,
+    imports_router,
+    units_router,
+    events_router,
+    webhooks_router,
+    keys_router,
+    ops_router,
+)
 API_PREFIX = "/api/"
 
 

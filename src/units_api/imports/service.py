@@ -1,11 +1,360 @@
-"""Imports (being built)."""
+"""Imports: rows of a file become units through the one writer of unit changes.
+
+Each row is validated exactly like a create (or a PUT, for an upsert of a unit that exists)
+and judged against the requesting key's policy; a unit it changes gets its version, history
+entry and event. Modes: `create` (every row a new unit; `id` and the other server fields are
+ignored) or `upsert` (by `id`: the unit is replaced if it exists, else created with that id).
+
+- Not atomic: rows are written in batches, each committed together with the job's checkpoint
+  (the last row handled, the counts, the errors so far), so a job taken over after a crash
+  resumes after its last committed batch and writes no row twice.
+- Atomic: every row is validated first; any failure fails the job with nothing written, else
+  all rows are written in one transaction (on SQLite it holds the only write lock until done).
+- Dry run: the same checks and report, nothing written.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
+import anyio
+import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from units_api.auth.service import Principal
+from units_api.db import Database, utcnow, uuid7
+from units_api.errors import ValidationFailed
+from units_api.filters.parser import parse_filter
+from units_api.imports.readers import Row, open_reader
+from units_api.jobs import queue
 from units_api.jobs.work import JobContext, JobFailed
+from units_api.search.normalize import touches_search
+from units_api.units import changes, repository
+from units_api.units.filtering import unit_predicate
+from units_api.units.record import UnitRecord, diff, new_availability, new_publishing
+from units_api.units.schemas import SERVER_FIELDS
+from units_api.units.service import Vocabularies
+from units_api.units.validation import validate_unit
+
+KIND = "import"
+BATCH = 1000  # rows a transaction writes (and a checkpoint covers)
+MAX_LISTED_ERRORS = 1000
+MODES = ("create", "upsert")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportParams:
+    format: str
+    mode: str
+    dry_run: bool
+    atomic: bool
+    file: str  # the uploaded file's storage key
+    policy: str | None  # the requesting key's, as it was when the import was asked for
+    actor: dict[str, Any]
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> ImportParams:
+        return cls(
+            params["format"],
+            params["mode"],
+            params["dryRun"],
+            params["atomic"],
+            params["upload"],
+            params.get("policy"),
+            params["actor"],
+        )
+
+    def as_params(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "mode": self.mode,
+            "dryRun": self.dry_run,
+            "atomic": self.atomic,
+            "upload": self.file,
+            "policy": self.policy,
+            "actor": self.actor,
+        }
+
+
+@dataclass(slots=True)
+class Report:
+    """How far an import is and what it found; saved as the job's checkpoint."""
+
+    row: int = 0  # the last data row handled
+    complete: bool = False  # an atomic import: written and committed
+    ok: int = 0
+    failed: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def fail(self, number: int, errors: list[tuple[str, str]]) -> None:
+        self.failed += 1
+        room = MAX_LISTED_ERRORS - len(self.errors)
+        self.errors += [
+            {"row": number, "field": name, "message": message} for name, message in errors[:room]
+        ]
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "rowsTotal": self.row,
+            "rowsOk": self.ok,
+            "rowsFailed": self.failed,
+            "errors": self.errors,
+        }
+
+
+class Tracker(Protocol):
+    """Where an import reports: the job (progress, checkpoints) or the command line."""
+
+    async def progress(self, done: int, total: int | None) -> None: ...
+
+    async def checkpoint(
+        self, conn: AsyncConnection, state: dict[str, Any], done: int, total: int | None
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class _Item:
+    number: int
+    unit_id: uuid.UUID | None
+    fields: dict[str, Any]
+
+
+def _errors(exc: ValidationFailed) -> list[tuple[str, str]]:
+    return [(error["field"], error["message"]) for error in exc.errors]
+
+
+def _item(row: Row, mode: str, vocabularies: Vocabularies) -> _Item | list[tuple[str, str]]:
+    """The row's unit id (upsert) and validated fields, or its errors."""
+    if row.body is None:
+        return row.errors
+    body = dict(row.body)
+    raw_id = body.pop("id", None)
+    for name in SERVER_FIELDS:
+        body.pop(name, None)
+    errors = list(row.errors)
+    unit_id = None
+    if mode == "upsert" and raw_id is not None:
+        try:
+            unit_id = uuid.UUID(str(raw_id))
+        except ValueError:
+            errors.append(("id", "must be a unit id (a UUID)"))
+    try:
+        fields = validate_unit(body, vocabularies)
+    except ValidationFailed as exc:
+        errors += _errors(exc)
+    if errors:
+        return errors
+    return _Item(row.number, unit_id, fields)
+
+
+class Importer:
+    def __init__(
+        self,
+        db: Database,
+        params: ImportParams,
+        vocabularies: Vocabularies,
+        tracker: Tracker,
+        report: Report | None = None,
+    ) -> None:
+        self.db = db
+        self.params = params
+        self.vocabularies = vocabularies
+        self.tracker = tracker
+        self.report = report or Report()
+        policy = parse_filter(params.policy, "policy") if params.policy else None
+        self.admit = None if policy is None else unit_predicate(policy)
+
+    def _batches(self, rows: Iterator[Row]) -> Iterator[tuple[list[_Item], int]]:
+        """Batches of valid rows after the report's last row, each with the last row it
+        covers; failed rows are counted in the report as they are read."""
+        batch: list[_Item] = []
+        ids: set[uuid.UUID] = set()
+        start = last = self.report.row
+        for row in rows:
+            if row.number <= self.report.row:
+                continue
+            item = _item(row, self.params.mode, self.vocabularies)
+            if isinstance(item, list):
+                self.report.fail(row.number, item)
+            else:
+                if item.unit_id is not None and item.unit_id in ids:
+                    yield batch, last  # the same unit twice: the first write goes first
+                    batch, ids, start = [], set(), last
+                batch.append(item)
+                if item.unit_id is not None:
+                    ids.add(item.unit_id)
+            last = row.number
+            if last - start >= BATCH:
+                yield batch, last
+                batch, ids, start = [], set(), last
+        yield batch, last
+
+    async def _apply(self, conn: AsyncConnection, batch: list[_Item], write: bool) -> None:
+        """Judge a batch against the units it names and the policy, and write it."""
+        report = self.report
+        existing = {}
+        if self.params.mode == "upsert":
+            ids = [item.unit_id for item in batch if item.unit_id is not None]
+            if ids:
+                existing = await repository.fetch_many_for_update(conn, ids, None)
+        now = utcnow()
+        inserts: list[changes.Change] = []
+        updates: list[changes.Change] = []
+        for item in batch:
+            row = existing.get(item.unit_id) if item.unit_id is not None else None
+            if row is not None:
+                record = UnitRecord.from_row(row["id"], row)
+                if self.admit is not None and not self.admit(record.document()):
+                    report.fail(item.number, [("id", "no such unit")])
+                    continue
+                diffs = diff(record.fields, item.fields)
+                if not diffs:
+                    report.ok += 1
+                    continue
+                record.fields = item.fields
+                change = changes.Change(
+                    record, "import", "unit.updated", diffs, touches_search(diffs)
+                )
+                after = {**record.document(), "version": record.version + 1}
+                target = updates
+            else:
+                record = UnitRecord(
+                    item.unit_id or uuid7(),
+                    1,
+                    now,
+                    now,
+                    item.fields,
+                    new_publishing(),
+                    new_availability(now),
+                )
+                change = changes.created(record, "import")
+                after = record.document()
+                target = inserts
+            if self.admit is not None and not self.admit(after):
+                report.fail(item.number, [("", "the unit would fall outside this key's policy")])
+                continue
+            target.append(change)
+            report.ok += 1
+        if write:
+            await changes.write(conn, "insert", inserts, self.params.actor)
+            await changes.write(conn, "update", updates, self.params.actor)
+
+    async def run(self, path: Path) -> Report:
+        if self.report.complete:
+            return self.report  # written and committed before a crash; only the end remains
+        if self.params.atomic:
+            await self._run_atomic(path)
+        else:
+            await self._run_in_batches(path)
+        return self.report
+
+    async def _check(self, path: Path, share: int) -> None:
+        """Judge every row after the report's last (nothing written), reporting progress up
+        to `share` of 1000."""
+        reader = open_reader(self.params.format, path)
+        for batch, last in self._batches(reader.rows()):
+            async with self.db.read() as conn:
+                await self._apply(conn, batch, write=False)
+            self.report.row = last
+            await self.tracker.progress(_permille(reader.fraction()) * share // 1000, 1000)
+
+    async def _run_in_batches(self, path: Path) -> None:
+        if self.params.dry_run:
+            await self._check(path, 1000)
+            return
+        reader = open_reader(self.params.format, path)
+        for batch, last in self._batches(reader.rows()):
+            async with self.db.transaction() as conn:
+                await self._apply(conn, batch, write=True)
+                self.report.row = last
+                await self.tracker.checkpoint(
+                    conn, asdict(self.report), _permille(reader.fraction()), 1000
+                )
+
+    async def _run_atomic(self, path: Path) -> None:
+        """Judge every row; then, if none failed, write them all in one transaction."""
+        await self._check(path, 1000 if self.params.dry_run else 500)
+        if self.report.failed:
+            raise _Refused
+        if self.params.dry_run:
+            return
+        self.report = Report()
+        reader = open_reader(self.params.format, path)
+        # SQLite: the transaction holds the only write lock, so progress waits for the end.
+        progress = self.db.dialect != "sqlite"
+        async with self.db.transaction() as conn:
+            for batch, last in self._batches(reader.rows()):
+                await self._apply(conn, batch, write=True)
+                self.report.row = last
+                if self.report.failed:
+                    raise _Refused  # a unit moved out of the policy meanwhile: write nothing
+                if progress:
+                    await self.tracker.progress(500 + _permille(reader.fraction()) // 2, 1000)
+            self.report.complete = True
+            await self.tracker.checkpoint(conn, asdict(self.report), 1000, 1000)
+
+
+class _Refused(Exception):
+    """An atomic import found failing rows: nothing was written."""
+
+
+def _permille(fraction: float) -> int:
+    return int(fraction * 1000)
+
+
+async def run_import(
+    db: Database,
+    params: ImportParams,
+    path: Path,
+    vocabularies: Vocabularies,
+    tracker: Tracker,
+    resume: Mapping[str, Any] | None = None,
+) -> Report:
+    """Import the file at `path`; the report. An atomic import with failing rows raises
+    JobFailed carrying its report, having written nothing."""
+    importer = Importer(db, params, vocabularies, tracker, Report(**resume) if resume else None)
+    try:
+        return await importer.run(path)
+    except _Refused:
+        report = importer.report
+        raise JobFailed(
+            f"{report.failed} row(s) failed; the import is atomic, so nothing was written.",
+            row_count=report.row,
+            result=orjson.dumps(report.result()).decode(),
+        ) from None
+
+
+async def create(
+    conn: AsyncConnection, job_id: uuid.UUID, params: ImportParams, who: Principal
+) -> uuid.UUID:
+    return await queue.enqueue(
+        conn, KIND, params.as_params(), owner_key_id=who.key_id, job_id=job_id
+    )
 
 
 async def run_import_job(context: JobContext) -> dict[str, Any]:
-    raise JobFailed("imports are not available yet")
+    """The job's body: fetch the uploaded file, import it, report."""
+    params = ImportParams.of(context.claim.params)
+    path = context.storage.scratch("." + params.format)
+    try:
+        await context.storage.fetch(params.file, path)
+        size = (await anyio.Path(path).stat()).st_size
+        report = await run_import(
+            context.db,
+            params,
+            path,
+            context.settings.vocabularies,
+            context,
+            context.claim.checkpoint,
+        )
+    finally:
+        await anyio.Path(path).unlink(missing_ok=True)
+    return {
+        "row_count": report.row,
+        "bytes": size,
+        "result": orjson.dumps(report.result()).decode(),
+    }

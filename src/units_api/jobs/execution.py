@@ -79,7 +79,7 @@ async def run_claimed(context: JobContext) -> None:
         try:
             values = await _bodies()[claim.kind](context)
         except JobFailed as exc:
-            await end_job(context, FAILED, error=str(exc))
+            await end_job(context, FAILED, error=str(exc), **exc.values)
         except LeaseLost:
             raise
         except Exception:
@@ -90,8 +90,20 @@ async def run_claimed(context: JobContext) -> None:
                 await queue.release(context.db, claim, RETRY_AFTER * claim.attempt)
         else:
             await end_job(context, SUCCEEDED, **values)
+        upload = claim.params.get("upload")
+        if upload:
+            await _discard(context, upload)
     except LeaseLost:
         log.warning("job lease lost; stopping", extra={"jobId": str(claim.id)})
+
+
+async def _discard(context: JobContext, key: str) -> None:
+    """Delete a job's uploaded file once the job has ended (it is not needed again)."""
+    row = None
+    async with context.db.read() as conn:
+        row = await queue.get(conn, context.claim.id)
+    if row is not None and row["status"] in (SUCCEEDED, FAILED):
+        await context.storage.delete(key)
 
 
 def child_main(settings: dict[str, Any], claim: Claim, parent: Connection) -> None:
@@ -187,7 +199,12 @@ class JobRunner:
                     return
                 if loop.time() >= next_beat:
                     next_beat = loop.time() + beat
-                    await queue.heartbeat(self.db, claim, self.lease)
+                    try:
+                        await queue.heartbeat(self.db, claim, self.lease)
+                    except LeaseLost:
+                        raise
+                    except Exception:  # SQLite busy with the job's own long write, say
+                        log.warning("job heartbeat failed", extra={"jobId": str(claim.id)})
             if process.exitcode != 0:
                 log.warning(
                     "job process died", extra={"jobId": str(claim.id), "exit": process.exitcode}

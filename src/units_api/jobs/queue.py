@@ -54,8 +54,9 @@ async def enqueue(
     params: dict[str, Any],
     owner_key_id: uuid.UUID | None = None,
     max_attempts: int = MAX_ATTEMPTS,
+    job_id: uuid.UUID | None = None,
 ) -> uuid.UUID:
-    job_id = uuid7()
+    job_id = job_id or uuid7()
     now = utcnow()
     await conn.execute(
         jobs.insert().values(

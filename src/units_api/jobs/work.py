@@ -22,8 +22,12 @@ PROGRESS_EVERY = 1.0
 
 
 class JobFailed(Exception):
-    """The job cannot succeed (a bad file, a format's limit): it fails with this message,
-    and is not retried."""
+    """The job cannot succeed (a bad file, a format's limit): it fails with this message (and
+    `values` written on the job, such as an import's report), and is not retried."""
+
+    def __init__(self, message: str, **values: Any) -> None:
+        super().__init__(message)
+        self.values = values
 
 
 class Progress(Protocol):

@@ -1,0 +1,204 @@
+"""Imports: upload a file (a job), follow it."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import orjson
+from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
+from starlette.datastructures import UploadFile
+from starlette.responses import Response
+
+from units_api.auth.access import authorize
+from units_api.auth.scopes import UNITS_WRITE
+from units_api.config import DEFAULTS
+from units_api.context import app_context
+from units_api.db import uuid7
+from units_api.errors import ValidationFailed
+from units_api.exports.router import JOBS_LIMIT, job_location, owner_filter
+from units_api.http import docs
+from units_api.http.body import MULTIPART, read_form
+from units_api.http.docs import problems, success
+from units_api.http.idempotency import REPLAYED
+from units_api.http.json import JSONResponse
+from units_api.http.paths import ID
+from units_api.imports import service
+from units_api.imports.readers import EXTENSIONS, FORMATS, XLSX_MAGIC
+from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
+from units_api.jobs import queue
+from units_api.jobs import service as jobs_service
+
+router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
+IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
+JobId = Annotated[uuid.UUID, PathParam(description="The job's id (a UUID).")]
+_FIELDS = ("file", "format", "mode", "dryRun", "atomic")
+_TRUE, _FALSE = ("true", "1"), ("false", "0", "")
+
+
+def _flag(name: str, raw: Any, errors: list[tuple[str, str]]) -> bool:
+    value = "" if raw is None else str(raw).strip().lower()
+    if value not in _TRUE + _FALSE:
+        errors.append((name, "must be true or false"))
+    return value in _TRUE
+
+
+def _format(upload: UploadFile, raw: Any, errors: list[tuple[str, str]]) -> str:
+    if raw:
+        if raw not in FORMATS:
+            errors.append(("format", f"must be one of {', '.join(FORMATS)}"))
+        return str(raw)
+    found = EXTENSIONS.get(Path(upload.filename or "").suffix.lower())
+    if found is None:
+        errors.append(("format", f"give it, or a file name ending in {', '.join(EXTENSIONS)}"))
+    return found or ""
+
+
+def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes]:
+    """Copy the upload to `target`; its first bytes and the request's fingerprint (the
+    file's digest and the fields)."""
+    digest = hashlib.sha256(fields)
+    upload.file.seek(0)
+    head = upload.file.read(4)
+    upload.file.seek(0)
+    with target.open("wb") as out:
+        while chunk := upload.file.read(1024 * 1024):
+            digest.update(chunk)
+            out.write(chunk)
+    return head, digest.hexdigest().encode()
+
+
+@router.post(
+    "",
+    status_code=202,
+    operation_id="createImport",
+    summary="Import units from a file (a job)",
+    description="multipart/form-data with `file` (csv, jsonl or xlsx, by its extension or the "
+    f"`format` field; at most {DEFAULTS.max_import_bytes:,} bytes, "
+    "UNITS_API_MAX_IMPORT_BYTES, else 413), and optional fields `mode` (`create`: every row "
+    "a new unit; `upsert`: by `id`, replacing the unit or creating it with that id), `dryRun` "
+    "and `atomic` (true or false). Each row is validated exactly like a create (or a PUT) "
+    "and each unit written gets its version, history entry and event. The job reports "
+    "`rowsTotal`, `rowsOk`, `rowsFailed` and the first "
+    f"{MAX_LISTED_ERRORS:,} `errors` (`row` counts data rows from 1). Without `atomic`, "
+    "failing rows are listed and the others written; with it, any failure fails the job "
+    "with nothing written. A file exported as csv, jsonl or xlsx imports back unchanged.",
+    responses={
+        **success(202, "Job", "The queued job", ("Location",)),
+        **problems(400, 413, 415, 422),
+    },
+    openapi_extra={
+        "parameters": [IDEMPOTENCY_KEY],
+        "requestBody": {
+            "required": True,
+            "content": {
+                MULTIPART: {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {
+                            "file": {"type": "string", "format": "binary"},
+                            "format": {"type": "string", "enum": list(FORMATS)},
+                            "mode": {"type": "string", "enum": list(MODES), "default": "create"},
+                            "dryRun": {"type": "boolean", "default": False},
+                            "atomic": {"type": "boolean", "default": False},
+                        },
+                    }
+                }
+            },
+        },
+    },
+)
+async def create_import(request: Request) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    form = await read_form(request, context.settings.max_import_bytes, len(_FIELDS))
+    try:
+        errors: list[tuple[str, str]] = [
+            (name, "is not a field of an import") for name in form if name not in _FIELDS
+        ]
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ValidationFailed([*errors, ("file", "is required: the file to import")])
+        fmt = _format(upload, form.get("format"), errors)
+        mode = str(form.get("mode") or "create")
+        if mode not in MODES:
+            errors.append(("mode", f"must be one of {', '.join(MODES)}"))
+        dry_run = _flag("dryRun", form.get("dryRun"), errors)
+        atomic = _flag("atomic", form.get("atomic"), errors)
+        if errors:
+            raise ValidationFailed(errors)
+        job_id = uuid7()
+        key = f"imports/{job_id}.{fmt}"
+        scratch = context.storage.scratch("." + fmt)
+        fields = orjson.dumps([fmt, mode, dry_run, atomic])
+        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload, scratch, fields)
+    finally:
+        await form.close()
+    if fmt == "xlsx" and head != XLSX_MAGIC:
+        await anyio.Path(scratch).unlink(missing_ok=True)
+        raise ValidationFailed([("file", "is not an xlsx workbook")])
+    params = ImportParams(fmt, mode, dry_run, atomic, key, principal.policy, principal.actor)
+    await context.storage.put(key, scratch)
+
+    async def operation(conn: Any) -> Response:
+        await service.create(conn, job_id, params, principal)
+        row = await queue.get(conn, job_id)
+        assert row is not None
+        return JSONResponse(
+            jobs_service.render(row),
+            status_code=202,
+            headers={"Location": job_location("import", job_id)},
+        )
+
+    try:
+        response = await context.idempotency.run(
+            request, str(principal.key_id), fingerprint, operation
+        )
+    except BaseException:
+        await context.storage.delete(key)
+        raise
+    if response.headers.get(REPLAYED):
+        await context.storage.delete(key)
+    context.jobs_wake.set()
+    return response
+
+
+@router.get(
+    "",
+    operation_id="listImports",
+    summary="List imports",
+    description="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
+    "started; an admin key sees every one.",
+    responses={**success(200, "JobPage", "A page of import jobs"), **problems(400)},
+    openapi_extra={"parameters": [docs.limit(JOBS_LIMIT), docs.CURSOR]},
+)
+async def list_imports(request: Request) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    size = JOBS_LIMIT.parse(request.query_params.get("limit"))
+    async with context.db.read() as conn:
+        page = await jobs_service.list_page(
+            conn, "import", owner_filter(principal), size, request.query_params.get("cursor")
+        )
+    return JSONResponse(page)
+
+
+@router.get(
+    f"/{ID}",
+    operation_id="getImport",
+    summary="Read an import job",
+    description="With its report: `rowsTotal`, `rowsOk`, `rowsFailed` and `errors` "
+    "(`{row, field, message}`, nested fields named as in 422s: `paymentPlans[0].minPrice`).",
+    responses={**success(200, "Job", "The job"), **problems(404)},
+)
+async def get_import(request: Request, id: JobId) -> Response:
+    principal = await authorize(request, UNITS_WRITE)
+    context = app_context(request)
+    async with context.db.read() as conn:
+        row = await jobs_service.get(conn, id, owner_filter(principal), "import")
+    return JSONResponse(jobs_service.render(row))
