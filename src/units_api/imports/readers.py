@@ -38,6 +38,9 @@ def _json(text: str) -> Any:
     return json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
 
 
+_UNREAD = object()  # a value that did not read; its error is on the row already
+
+
 @dataclass(slots=True)
 class Row:
     """A data row (numbered from 1, the header not counted): its body, or why it does not
@@ -71,7 +74,15 @@ def _from_text(name: str, kind: ColumnKind, text: str, row: Row) -> Any:
     except ValueError:
         if kind == "json":
             row.errors.append((name, "is not valid JSON"))
+            return _UNREAD
         return text  # validation names what a number should be
+
+
+def _position(file: IO[bytes] | None, size: int) -> float:
+    """How far into the file reading is: none before it opens, all once it is closed."""
+    if file is None:
+        return 0.0
+    return 1.0 if file.closed else min(1.0, file.tell() / size)
 
 
 class _Reader:
@@ -92,7 +103,7 @@ class JsonlReader(_Reader):
         self._file: IO[bytes] | None = None
 
     def fraction(self) -> float:
-        return 0.0 if self._file is None else min(1.0, self._file.tell() / self.size)
+        return _position(self._file, self.size)
 
     def rows(self) -> Iterator[Row]:
         number = 0
@@ -118,7 +129,7 @@ class CsvReader(_Reader):
         self._binary: IO[bytes] | None = None
 
     def fraction(self) -> float:
-        return 0.0 if self._binary is None else min(1.0, self._binary.tell() / self.size)
+        return _position(self._binary, self.size)
 
     def rows(self) -> Iterator[Row]:
         with open(self.path, "rb") as self._binary:
@@ -144,7 +155,9 @@ class CsvReader(_Reader):
         body: dict[str, Any] = {}
         for (name, kind), text in zip(columns, cells, strict=False):
             if text != "":
-                body[name] = _from_text(name, kind, text, row)
+                value = _from_text(name, kind, text, row)
+                if value is not _UNREAD:
+                    body[name] = value
         row.body = body
         return row
 
@@ -211,7 +224,9 @@ class XlsxReader(_Reader):
                 body: dict[str, Any] = {}
                 for (name, kind), value in zip(columns, cells, strict=False):
                     if value is not None and value != "":
-                        body[name] = _from_cell(name, kind, value, row)
+                        read = _from_cell(name, kind, value, row)
+                        if read is not _UNREAD:
+                            body[name] = read
                 row.body = body
                 yield row
         finally:
