@@ -114,6 +114,7 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 
 def test_a_killed_workers_export_is_taken_over_and_finishes_once(tmp_path: Path) -> None:
     with deployment(tmp_path) as (env, base, headers):
+        subprocess.run([*CLI, "seed", "--count", "6000", "--seed", "7"], env=env, check=True)
         asyncio.run(
             _a_killed_workers_export_is_taken_over_and_finishes_once(tmp_path, env, base, headers)
         )
@@ -122,7 +123,6 @@ def test_a_killed_workers_export_is_taken_over_and_finishes_once(tmp_path: Path)
 async def _a_killed_workers_export_is_taken_over_and_finishes_once(
     tmp_path: Path, env: dict[str, str], base: str, headers: dict[str, str]
 ) -> None:
-    subprocess.run([*CLI, "seed", "--count", "6000", "--seed", "7"], env=env, check=True)
     first = start_worker(env, tmp_path / "worker-1.log")
     try:
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
@@ -206,13 +206,13 @@ async def _a_killed_workers_import_resumes_and_writes_no_row_twice(
 
 def test_two_workers_run_each_job_once(tmp_path: Path) -> None:
     with deployment(tmp_path) as (env, base, headers):
+        subprocess.run([*CLI, "seed", "--count", "300", "--seed", "3"], env=env, check=True)
         asyncio.run(_two_workers_run_each_job_once(tmp_path, env, base, headers))
 
 
 async def _two_workers_run_each_job_once(
     tmp_path: Path, env: dict[str, str], base: str, headers: dict[str, str]
 ) -> None:
-    subprocess.run([*CLI, "seed", "--count", "300", "--seed", "3"], env=env, check=True)
     workers = [start_worker(env, tmp_path / f"worker-{n}.log") for n in (1, 2)]
     try:
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=30) as client:
