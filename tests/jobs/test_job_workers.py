@@ -114,7 +114,7 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 
 def test_a_killed_workers_export_is_taken_over_and_finishes_once(tmp_path: Path) -> None:
     with deployment(tmp_path) as (env, base, headers):
-        subprocess.run([*CLI, "seed", "--count", "6000", "--seed", "7"], env=env, check=True)
+        subprocess.run([*CLI, "seed", "--count", "20000", "--seed", "7"], env=env, check=True)
         asyncio.run(
             _a_killed_workers_export_is_taken_over_and_finishes_once(tmp_path, env, base, headers)
         )
@@ -137,7 +137,7 @@ async def _a_killed_workers_export_is_taken_over_and_finishes_once(
             finally:
                 stop(second)
             assert job["status"] == "succeeded", job
-            assert job["rowCount"] == 6000
+            assert job["rowCount"] == 20000
             assert (await job_events(client, "export.succeeded"))[job["id"]] == 1
             rows = await job_rows(env["UNITS_API_DATABASE_URL"])
             assert rows[job["id"]]["attempts"] == 2
