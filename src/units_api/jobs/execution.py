@@ -106,10 +106,14 @@ async def _discard(context: JobContext, key: str) -> None:
         await context.storage.delete(key)
 
 
-def child_main(settings: dict[str, Any], claim: Claim, parent: Connection) -> None:
-    """The child process: run one claimed job."""
+def child_main(
+    settings: dict[str, Any], storage_env: dict[str, str], claim: Claim, parent: Connection
+) -> None:
+    """The child process: run one claimed job, with the parent's settings and object store
+    credentials (a forkserver's children inherit its environment, not the parent's now)."""
     from units_api.logs import configure_logging
 
+    os.environ.update(storage_env)
     configured = Settings(**settings)
     configure_logging(configured.log_level)
 
@@ -123,6 +127,10 @@ def child_main(settings: dict[str, Any], claim: Claim, parent: Connection) -> No
             await db.dispose()
 
     asyncio.run(main())
+
+
+def _storage_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
 
 
 def _process_context() -> Any:
@@ -174,7 +182,7 @@ class JobRunner:
         watched, alive = self._processes.Pipe(duplex=False)
         process = self._processes.Process(
             target=child_main,
-            args=(self.settings.model_dump(), claim, watched),
+            args=(self.settings.model_dump(), _storage_env(), claim, watched),
             name=f"units-api job {claim.id}",
             daemon=True,
         )

@@ -118,7 +118,7 @@ class ObjectStorage:
 
         try:
             meta = await obstore.head_async(self._store, key)
-        except NotFoundError:
+        except (NotFoundError, FileNotFoundError):
             return None
         return int(meta["size"])
 
@@ -133,7 +133,7 @@ class ObjectStorage:
         import obstore
         from obstore.exceptions import NotFoundError
 
-        with contextlib.suppress(NotFoundError):
+        with contextlib.suppress(NotFoundError, FileNotFoundError):
             await obstore.delete_async(self._store, key)
 
 

@@ -1,0 +1,87 @@
+"""Job files in an S3-compatible store: a real S3 server (moto's) on loopback."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+from sqlalchemy import update
+
+from tests.conftest import Api, start_api
+from tests.exports.test_exports import download, exact, make_units, run_export
+from tests.imports.test_imports import project_units, run_import
+from tests.test_cli import free_port
+from units_api.config import Settings
+from units_api.db import utcnow
+from units_api.jobs.scheduler import expire_files
+from units_api.jobs.storage import ObjectStorage
+from units_api.jobs.tables import jobs
+
+BUCKET = "units-files"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).create_bucket(Bucket=BUCKET)
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def s3_api(
+    settings: Settings, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Api]:
+    for name, value in {
+        "AWS_ENDPOINT_URL": s3_endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    stored = settings.model_copy(update={"storage_url": f"s3://{BUCKET}/jobs"})
+    async for api in start_api(stored):
+        yield api
+
+
+async def test_exports_and_imports_go_through_the_object_store(s3_api: Api) -> None:
+    storage = s3_api.context.storage
+    assert isinstance(storage, ObjectStorage)
+    project, made = await make_units(s3_api, 3)
+    job = await run_export(s3_api, {"format": "jsonl", "filter": f"subProjectId=={project}"})
+    assert job["status"] == "succeeded", job
+    key = f"exports/{job['id']}.jsonl"
+    assert await storage.size(key) == job["bytes"]
+    content = await download(s3_api, job)
+    assert [exact(line) for line in content.decode().splitlines()] == made
+
+    imported = await run_import(s3_api, content, "units.jsonl", mode="upsert")
+    assert imported["status"] == "succeeded" and imported["rowsOk"] == 3
+    assert await project_units(s3_api, project) == made
+    assert await storage.size(f"imports/{imported['id']}.jsonl") is None  # the upload is gone
+
+    async with s3_api.context.db.transaction() as conn:
+        await conn.execute(
+            update(jobs)
+            .where(jobs.c.id == uuid.UUID(job["id"]))
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+    assert await expire_files(s3_api.context.db, storage) >= 1
+    assert await storage.size(key) is None
+    gone = await s3_api.request("GET", f"/api/v2/units/exports/{job['id']}/file")
+    assert gone.status_code == 410
