@@ -143,3 +143,36 @@ def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
         [*CLI, "keys", "list"], env=env, capture_output=True, text=True, check=True
     )
     assert len(second.stdout.splitlines()) == 1  # only the bootstrap key
+
+
+def test_export_then_import_round_trips_on_the_command_line(db_url: str, tmp_path: Path) -> None:
+    assert run_cli(db_url, "seed", "--count", "40", "--seed", "5").returncode == 0
+    out = tmp_path / "units.jsonl"
+    exported = run_cli(db_url, "export", "--format", "jsonl", "-o", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 40 units" in exported.stdout
+    lines = out.read_text().splitlines()
+    assert len(lines) == 40 and not (tmp_path / "units.jsonl.part").exists()
+
+    again = run_cli(db_url, "import", str(out), "--mode", "upsert")
+    assert again.returncode == 0, again.stderr
+    assert "40 rows: 40 imported, 0 failed" in again.stdout
+    copy = tmp_path / "copy.csv"
+    assert run_cli(db_url, "export", "--format", "csv", "-o", str(copy)).returncode == 0
+    created = run_cli(db_url, "import", str(copy))
+    assert created.returncode == 0, created.stderr
+    total = run_cli(db_url, "export", "--format", "jsonl", "--fields", "name", "-o", str(out))
+    assert "exported 80 units" in total.stdout
+
+
+def test_import_lists_failing_rows_and_exits_1(db_url: str, tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"name": "Ok", "type": "villa"}\n{"type": "villa", "price": -1}\n')
+    dry = run_cli(db_url, "import", str(rows), "--dry-run")
+    assert dry.returncode == 1
+    assert "2 rows: 1 valid (dry run: nothing written), 1 failed" in dry.stdout
+    assert "row 2: name: is required" in dry.stderr and "row 2: price:" in dry.stderr
+    atomic = run_cli(db_url, "import", str(rows), "--atomic")
+    assert atomic.returncode == 2 and "nothing was written" in atomic.stderr
+    refused = run_cli(db_url, "export", "--format", "parquet", "--compression", "gzip")
+    assert refused.returncode == 2 and "compression" in refused.stderr

@@ -1,4 +1,4 @@
-"""The `units-api` command: serve, migrate, keys, seed."""
+"""The `units-api` command: serve, worker, migrate, keys, seed, export, import."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import orjson
@@ -20,7 +21,7 @@ from units_api.auth import service as keys_service
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.config import Settings
 from units_api.db import Database, create_engine, utcnow
-from units_api.errors import ValidationFailed
+from units_api.errors import ApiError, ValidationFailed
 from units_api.logs import configure_logging
 from units_api.validation import pydantic_errors
 
@@ -220,3 +221,149 @@ def seed(
     created = _run(settings, work)
     seconds = (datetime.now(UTC) - started).total_seconds()
     typer.echo(f"seeded {created} units in {seconds:.1f}s")
+
+
+class _Bar:
+    """A rich progress bar that a job's body reports to (its progress and checkpoints)."""
+
+    def __init__(self, progress: Any, label: str) -> None:
+        self._progress = progress
+        self._task = progress.add_task(label, total=None)
+
+    async def progress(self, done: int, total: int | None) -> None:
+        self._progress.update(self._task, completed=done, total=total)
+
+    async def checkpoint(self, conn: Any, state: Any, done: int, total: int | None) -> None:
+        await self.progress(done, total)
+
+
+def _progress_bar() -> Any:
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    )
+
+
+@app.command()
+def export(
+    format: Annotated[str, typer.Option("--format", help="csv, jsonl, xlsx or parquet.")],
+    filter: Annotated[str | None, typer.Option(help="An RSQL filter, as the list's p.")] = None,
+    q: Annotated[str | None, typer.Option(help="Search text, as the list's q.")] = None,
+    fields: Annotated[
+        str | None, typer.Option(help="A comma list of fields (id is always first).")
+    ] = None,
+    compression: Annotated[str, typer.Option(help="none, or gzip (csv, jsonl).")] = "none",
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="The file (default units-<time>.<ext>).")
+    ] = None,
+) -> None:
+    """Export units to a file, as POST /api/v2/units/exports does (one snapshot, oldest
+    first), with a progress bar."""
+    from units_api.exports.formats import ExportError, file_extension
+    from units_api.exports.schemas import ExportCreate
+    from units_api.exports.service import plan, write_export
+
+    try:
+        spec = ExportCreate(
+            format=format,
+            filter=filter,
+            q=q,
+            fields=[name.strip() for name in fields.split(",")] if fields else None,
+            compression=compression,
+        )
+        params = plan(spec, None)
+    except ValidationError as exc:
+        raise _fail("; ".join(f"{f}: {m}" for f, m in pydantic_errors(exc))) from None
+    except ApiError as exc:
+        raise _fail(_api_error_text(exc)) from None
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    target = output or Path(f"units-{stamp}.{file_extension(params.format, params.compression)}")
+    partial = target.with_name(target.name + ".part")
+    started = datetime.now(UTC)
+    with _progress_bar() as bar:
+        tracker = _Bar(bar, f"export {params.format}")
+        try:
+            rows, size = _run(
+                Settings(), lambda db: write_export(db, params, partial, tracker.progress)
+            )
+        except ExportError as exc:
+            partial.unlink(missing_ok=True)
+            raise _fail(str(exc)) from None
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    partial.replace(target)
+    seconds = (datetime.now(UTC) - started).total_seconds()
+    typer.echo(f"exported {rows} units to {target} ({size:,} bytes) in {seconds:.1f}s")
+
+
+@app.command("import")
+def import_file(
+    file: Annotated[Path, typer.Argument(help="A csv, jsonl or xlsx file.", exists=True)],
+    mode: Annotated[str, typer.Option(help="create, or upsert (by id).")] = "create",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Check every row; write nothing.")] = (
+        False
+    ),
+    atomic: Annotated[
+        bool, typer.Option("--atomic", help="Write every row or, if any fails, none.")
+    ] = False,
+    format: Annotated[
+        str | None, typer.Option(help="csv, jsonl or xlsx (default: by extension).")
+    ] = None,
+) -> None:
+    """Import units from a file, as POST /api/v2/units/imports does, with a progress bar and a
+    summary. Exits with 1 when a row failed (failing rows are listed)."""
+    from units_api.imports.readers import EXTENSIONS, FORMATS
+    from units_api.imports.service import MODES, ImportParams, Report, run_import
+    from units_api.jobs.work import JobFailed
+
+    fmt = format or EXTENSIONS.get(file.suffix.lower())
+    if fmt not in FORMATS:
+        raise _fail(f"give --format {' or '.join(FORMATS)} (the file name does not say)")
+    if mode not in MODES:
+        raise _fail(f"--mode is {' or '.join(MODES)}")
+    settings = Settings()
+    if settings.auto_migrate:
+        migrations.upgrade(settings.database_url)
+    actor = {"type": "system", "id": None, "name": "units-api import"}
+    params = ImportParams(fmt, mode, dry_run, atomic, str(file), None, actor)
+    started = datetime.now(UTC)
+    with _progress_bar() as bar:
+        tracker = _Bar(bar, f"import {file.name}")
+
+        async def work(db: Database) -> Report:
+            return await run_import(db, params, file, settings.vocabularies, tracker)
+
+        try:
+            report = _run(settings, work).result()
+            failure = None
+        except JobFailed as exc:
+            report = orjson.loads(exc.values.get("result", "{}"))
+            failure = str(exc)
+    seconds = (datetime.now(UTC) - started).total_seconds()
+    for error in (report.get("errors") or [])[:_SHOWN_ERRORS]:
+        typer.echo(f"row {error['row']}: {error['field'] or '(row)'}: {error['message']}", err=True)
+    if failure:
+        raise _fail(failure)
+    outcome = "valid (dry run: nothing written)" if dry_run else "imported"
+    typer.echo(
+        f"{report['rowsTotal']} rows: {report['rowsOk']} {outcome}, {report['rowsFailed']} failed"
+        f" in {seconds:.1f}s"
+    )
+    if report["rowsFailed"]:
+        raise typer.Exit(code=1)
+
+
+_SHOWN_ERRORS = 20
+
+
+def _api_error_text(exc: ApiError) -> str:
+    errors = exc.extra.get("errors")
+    if errors:
+        return "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return exc.detail
