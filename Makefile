@@ -9,7 +9,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-find bench-lifecycle bench-events clean
+.PHONY: install run test lint format bench bench-write bench-find bench-lifecycle bench-events bench-exports clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,7 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-write bench-find bench-lifecycle bench-events
+bench: bench-write bench-find bench-lifecycle bench-events bench-exports
 
 bench-write: $(STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
@@ -52,6 +52,9 @@ bench-lifecycle: $(STAMP)
 
 bench-events: $(STAMP)
 	$(BIN)/python bench/events.py $(EVENTS_ARGS)
+
+bench-exports: $(STAMP)
+	$(BIN)/python bench/exports.py $(EXPORTS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 SCHEDULER = SystemCaller("scheduler")
 BATCH = 200
 HOUSEKEEPING_EVERY = 600.0
+SCRATCH_KEPT_SECONDS = 24 * 3600.0
 
 
 async def run_due(db: Database) -> int:
@@ -85,6 +86,9 @@ async def run_forever(
                 pruned = await prune(db, retention_days)
                 swept = await idempotency.sweep()
                 expired = await expire_files(db, storage)
+                # A job's temporary file outlives it only if its process died; no job runs
+                # for a day without touching its file.
+                await asyncio.to_thread(storage.sweep_scratch, SCRATCH_KEPT_SECONDS)
                 if pruned or swept or expired:
                     log.info(
                         "housekeeping",

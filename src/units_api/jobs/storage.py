@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -38,6 +39,10 @@ class Storage(Protocol):
 
     async def delete(self, key: str) -> None:
         """Remove the file; nothing happens when there is none."""
+
+    def sweep_scratch(self, older_than: float) -> int:
+        """Delete temporary files older than `older_than` seconds (left by a process that
+        died while making one); how many."""
 
 
 class LocalStorage:
@@ -79,6 +84,18 @@ class LocalStorage:
     async def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def sweep_scratch(self, older_than: float) -> int:
+        if not self._tmp.is_dir():
+            return 0
+        cutoff = time.time() - older_than
+        swept = 0
+        for path in self._tmp.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    swept += 1
+        return swept
+
 
 class ObjectStorage:
     """An S3-compatible bucket through obstore. Credentials, region and endpoint come from the
@@ -98,6 +115,9 @@ class ObjectStorage:
 
     def scratch(self, suffix: str = "") -> Path:
         return self._local.scratch(suffix)
+
+    def sweep_scratch(self, older_than: float) -> int:
+        return self._local.sweep_scratch(older_than)
 
     async def put(self, key: str, path: Path) -> None:
         import obstore
