@@ -128,11 +128,21 @@ def seconds(job: dict[str, Any]) -> float:
     return (finished - started).total_seconds()
 
 
+FILES = RESULTS / "files"
+
+
+def discard(job: dict[str, Any]) -> None:
+    """The export's file (gigabytes at a million units) is not needed once measured."""
+    for path in (FILES / "exports").glob(f"{job['id']}.*"):
+        path.unlink()
+
+
 def export_once(client: httpx.Client, server: int, fmt: str) -> dict[str, float]:
     with job_memory(server) as peak:
         response = client.post("/api/v2/units/exports", json={"format": fmt})
         assert response.status_code == 202, response.text
         job = wait_job(client, response.headers["location"])
+    discard(job)
     took = seconds(job)
     return {
         "units_per_s": job["rowCount"] / took,
@@ -184,6 +194,7 @@ def get_while_exporting(
             )
         )
         job = wait_job(client, location)
+        discard(job)
         if seconds(job) < args.duration:
             print(f"note: the export ended before wrk ({seconds(job):.1f}s)", flush=True)
     p99_idle = statistics.median(r["p99_ms"] for r in idle)
@@ -220,6 +231,7 @@ def import_files(client: httpx.Client, rows: int, folder: Path) -> tuple[Path, P
             unit["price"] = (unit["price"] or Decimal(0)) + 1
             b.write(dumps(unit) + b"\n")
     exported.unlink()
+    discard(job)
     return create, upsert
 
 
@@ -278,7 +290,7 @@ def main() -> None:
         print(name, json.dumps(figures), flush=True)
 
     port = free_port()
-    files = RESULTS / "files"
+    files = FILES
     env = {
         "UNITS_API_ACCESS_LOG": "false",
         "UNITS_API_RUN_JOBS": "true",

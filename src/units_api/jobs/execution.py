@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 KINDS = ("export", "import")
 # A job that failed unexpectedly (the database went away...) is tried again after this long.
 RETRY_AFTER = timedelta(seconds=30)
+JOB_NICENESS = 10  # how much lower a job process's CPU priority is than the server's
 CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
 
@@ -114,6 +115,9 @@ def child_main(
     from units_api.logs import configure_logging
 
     os.environ.update(storage_env)
+    if hasattr(os, "nice"):
+        # Requests first: the API's processes get the CPU when both want it.
+        os.nice(JOB_NICENESS)
     configured = Settings(**settings)
     configure_logging(configured.log_level)
 
