@@ -10,6 +10,7 @@ Figures are medians of --runs runs.
 
     make bench-exports                                  # 1,000,000 units, 100,000 rows, 3 runs
     make bench-exports EXPORTS_ARGS="--units 50000 --rows 10000 --runs 1"
+    make bench-exports EXPORTS_ARGS="--reuse --formats xlsx --parts exports --runs 1"
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rows", type=int, default=100_000, help="rows of each import")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument(
+        "--parts", default="exports,get,imports", help="which of exports, get, imports to run"
+    )
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
     parser.add_argument("--database-url", default=DATABASE)
@@ -305,9 +309,13 @@ def main() -> None:
         with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
             ids = RESULTS / "export-ids.txt"
             sample_ids(client, ids)
-            keep("exports", exports(args, client, server.pid))
-            keep("get_one", get_while_exporting(args, client, base, key, ids))
-            keep("imports", imports(args, client, server.pid))
+            parts = args.parts.split(",")
+            if "exports" in parts:
+                keep("exports", exports(args, client, server.pid))
+            if "get" in parts:
+                keep("get_one", get_while_exporting(args, client, base, key, ids))
+            if "imports" in parts:
+                keep("imports", imports(args, client, server.pid))
     finally:
         server.terminate()
         server.wait(30)

@@ -14,16 +14,13 @@ stored as (`split_document`), never through floats.
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Literal, Protocol
 
 from units_api.filters.fields import Kind
 from units_api.units.filtering import UNIT_CATALOGUE
@@ -86,22 +83,58 @@ def columns_for(fields: Sequence[str] | None) -> list[Column]:
 _SCAN = json.JSONDecoder(parse_float=Decimal).scan_once  # type: ignore[attr-defined]
 
 
-def split_document(doc: str) -> dict[str, tuple[Any, str]]:
-    """Each top-level field of a stored (compact) document: its value, numbers exact, and the
-    exact JSON text it is stored as."""
-    fields: dict[str, tuple[Any, str]] = {}
+def split_document(doc: str) -> dict[str, str]:
+    """Each top-level field of a compact JSON document: the exact JSON text it is stored as
+    (numbers as written, never through floats), by parsing it."""
+    fields: dict[str, str] = {}
     index = 1
     end = len(doc) - 1
     while index < end:
         key, index = _SCAN(doc, index)
-        value, after = _SCAN(doc, index + 1)
-        fields[key] = (value, doc[index + 1 : after])
+        _, after = _SCAN(doc, index + 1)
+        fields[key] = doc[index + 1 : after]
         index = after + 1
     return fields
 
 
+# A stored document lists its fields in DOCUMENT_ORDER, so the text of a field runs to the
+# next field's `,"name":`. That sequence cannot occur inside a string (a quote in a string is
+# escaped), nor inside a nested value, whose keys are never the name of the field that follows
+# it (tests/exports/test_formats.py checks this on the schema).
+_NEXT = [
+    (name, f',"{following}":' if following else None)
+    for name, following in zip(DOCUMENT_ORDER, (*DOCUMENT_ORDER[1:], None), strict=True)
+]
+_OPENING = '{"id":'
+
+
+def field_texts(doc: str) -> dict[str, str]:
+    """Each top-level field of a stored document as its exact JSON text; a document not
+    laid out in DOCUMENT_ORDER is parsed instead."""
+    if not doc.startswith(_OPENING):
+        return split_document(doc)
+    fields: dict[str, str] = {}
+    start = len(_OPENING)
+    for name, marker in _NEXT:
+        if marker is None:
+            end = len(doc) - 1
+        else:
+            end = doc.find(marker, start)
+            if end < 0:
+                return split_document(doc)
+        fields[name] = doc[start:end]
+        start = end + (len(marker) if marker else 0)
+    return fields
+
+
+def _text(raw: str) -> str:
+    """A JSON string's value."""
+    return raw[1:-1] if "\\" not in raw else str(json.loads(raw))
+
+
 class Writer(Protocol):
-    def write(self, docs: Sequence[str]) -> None: ...
+    def write(self, docs: Sequence[bytes]) -> None:
+        """Write stored documents (UTF-8 JSON)."""
 
     def close(self) -> None: ...
 
@@ -117,65 +150,67 @@ class JsonlWriter:
         self._file = _binary(path, compression)
         self._names = None if len(columns) == len(DOCUMENT_ORDER) else [c.name for c in columns]
 
-    def write(self, docs: Sequence[str]) -> None:
-        lines = docs if self._names is None else [self._project(doc) for doc in docs]
-        self._file.write(("\n".join(lines) + "\n").encode())
+    def write(self, docs: Sequence[bytes]) -> None:
+        if self._names is None:
+            self._file.write(b"\n".join(docs) + b"\n")
+        else:
+            self._file.write(
+                ("\n".join(self._project(doc.decode()) for doc in docs) + "\n").encode()
+            )
 
     def _project(self, doc: str) -> str:
-        fields = split_document(doc)
-        return (
-            "{"
-            + ",".join(
-                f'"{name}":{fields[name][1]}' for name in self._names or () if name in fields
-            )
-            + "}"
-        )
+        fields = field_texts(doc)
+        return "{" + ",".join(f'"{name}":{fields[name]}' for name in self._names or ()) + "}"
 
     def close(self) -> None:
         self._file.close()
 
 
-def _cell_text(value: Any, raw: str) -> str:
-    """A field as CSV text: nothing for null, text as it is, anything else as its JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return raw
+def _cell(raw: str) -> str | None:
+    """A field as CSV text: null as it is (an empty cell), text as it is, anything else as
+    its JSON."""
+    if raw == "null":
+        return None
+    return _text(raw) if raw[0] == '"' else raw
 
 
 class CsvWriter:
+    """Through pyarrow's CSV writer (C++): every text is quoted, a null is an empty cell."""
+
     def __init__(self, path: Path, columns: list[Column], compression: str) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as pa_csv
+
+        self._pa = pa
         self._binary = _binary(path, compression)
         self._binary.write("\ufeff".encode())
-        self._text = io.TextIOWrapper(self._binary, encoding="utf-8", newline="")
-        self._csv = csv.writer(self._text, lineterminator="\r\n")
-        self._columns = columns
-        self._csv.writerow([column.name for column in columns])
+        self._names = [column.name for column in columns]
+        self._schema = pa.schema([pa.field(name, pa.string()) for name in self._names])
+        options = pa_csv.WriteOptions(include_header=True, quoting_style="needed", eol="\r\n")
+        self._csv = pa_csv.CSVWriter(
+            pa.PythonFile(self._binary, mode="w"), self._schema, write_options=options
+        )
 
-    def write(self, docs: Sequence[str]) -> None:
-        columns = self._columns
-        rows = []
-        for doc in docs:
-            fields = split_document(doc)
-            row = []
-            for column in columns:
-                value, raw = fields.get(column.name, (None, "null"))
-                row.append(_cell_text(value, raw))
-            rows.append(row)
-        self._csv.writerows(rows)
+    def write(self, docs: Sequence[bytes]) -> None:
+        pa = self._pa
+        split = [field_texts(doc.decode()) for doc in docs]
+        arrays = [
+            pa.array([_cell(fields[name]) for fields in split], pa.string()) for name in self._names
+        ]
+        self._csv.write_table(pa.Table.from_arrays(arrays, schema=self._schema))
 
     def close(self) -> None:
-        self._text.close()
+        self._csv.close()
+        self._binary.close()
 
 
-def _exact_float(value: Decimal | int) -> float | None:
+def _exact_float(raw: str) -> float | None:
     """The number as a float when a spreadsheet cell holds it exactly (its text comes back the
     same), else None."""
-    number = float(value)
-    if isinstance(value, int):
-        return number if abs(value) < 2**53 else None
-    return number if str(Decimal(repr(number))) == str(value) else None
+    number = float(raw)
+    if raw.lstrip("-").isdigit():
+        return number if abs(int(raw)) < 2**53 else None
+    return number if repr(number) == raw else None
 
 
 class XlsxWriter:
@@ -197,7 +232,7 @@ class XlsxWriter:
         for index, column in enumerate(columns):
             self._sheet.write_string(0, index, column.name)
 
-    def write(self, docs: Sequence[str]) -> None:
+    def write(self, docs: Sequence[bytes]) -> None:
         sheet = self._sheet
         for doc in docs:
             self._row += 1
@@ -206,20 +241,20 @@ class XlsxWriter:
                     f"An xlsx sheet holds at most {XLSX_MAX_ROWS:,} units; narrow the export "
                     "with a filter, or export as csv, jsonl or parquet."
                 )
-            fields = split_document(doc)
+            fields = field_texts(doc.decode())
             for index, column in enumerate(self._columns):
-                value, raw = fields.get(column.name, (None, "null"))
-                if value is None:
+                raw = fields[column.name]
+                if raw == "null":
                     continue
-                if isinstance(value, int | Decimal) and not isinstance(value, bool):
-                    number = _exact_float(value)
+                if column.kind in ("number", "integer"):
+                    number = _exact_float(raw)
                     if number is not None:
                         sheet.write_number(self._row, index, number)
                         continue
-                text = value if isinstance(value, str) else raw
+                text = _text(raw) if raw[0] == '"' else raw
                 if len(text) > XLSX_MAX_CELL:
                     raise ExportError(
-                        f"Unit {fields['id'][0]}: its {column.name} is longer than the "
+                        f"Unit {_text(fields['id'])}: its {column.name} is longer than the "
                         f"{XLSX_MAX_CELL:,} characters a spreadsheet cell holds; export as csv, "
                         "jsonl or parquet."
                     )
@@ -227,10 +262,6 @@ class XlsxWriter:
 
     def close(self) -> None:
         self._book.close()
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 class ParquetWriter:
@@ -254,20 +285,21 @@ class ParquetWriter:
         self._schema = pa.schema([pa.field(c.name, kinds[c.kind]) for c in columns])
         self._writer = pq.ParquetWriter(str(path), self._schema, compression="zstd")
 
-    def write(self, docs: Sequence[str]) -> None:
+    def write(self, docs: Sequence[bytes]) -> None:
         pa = self._pa
-        split = [split_document(doc) for doc in docs]
+        split = [field_texts(doc.decode()) for doc in docs]
         arrays = []
         for column, field in zip(self._columns, self._schema, strict=True):
-            pairs = [fields.get(column.name, (None, "null")) for fields in split]
-            if column.kind == "json":
-                texts = [None if value is None else raw for value, raw in pairs]
-                storage = pa.array(texts, type=pa.string())
+            raws = [fields[column.name] for fields in split]
+            if column.kind in ("text", "uuid", "time"):
+                texts = pa.array([None if r == "null" else _text(r) for r in raws], pa.string())
+                arrays.append(texts if column.kind != "time" else texts.cast(field.type))
+            elif column.kind == "json":
+                storage = pa.array([None if r == "null" else r for r in raws], pa.string())
                 arrays.append(pa.ExtensionArray.from_storage(field.type, storage))
-            elif column.kind == "time":
-                arrays.append(pa.array([_time(value) for value, _ in pairs], type=field.type))
-            else:
-                arrays.append(pa.array([value for value, _ in pairs], type=field.type))
+            else:  # numbers and booleans, from their exact JSON text
+                texts = pa.array([None if r == "null" else r for r in raws], pa.string())
+                arrays.append(texts.cast(field.type))
         self._writer.write_table(
             pa.Table.from_arrays(arrays, schema=self._schema), row_group_size=self.ROW_GROUP
         )

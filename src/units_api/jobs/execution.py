@@ -130,7 +130,12 @@ def child_main(
         finally:
             await db.dispose()
 
-    asyncio.run(main())
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - not on Windows
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
 
 
 def _storage_env() -> dict[str, str]:
