@@ -15,8 +15,9 @@ ignored) or `upsert` (by `id`: the unit is replaced if it exists, else created w
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,6 +43,7 @@ from units_api.units.validation import validate_unit
 
 KIND = "import"
 BATCH = 1000  # rows a transaction writes (and a checkpoint covers)
+_YIELD_EVERY = 50  # rows read between turns of the event loop (a chunk being written goes on)
 MAX_LISTED_ERRORS = 1000
 MODES = ("create", "upsert")
 
@@ -117,6 +119,19 @@ class Tracker(Protocol):
 
 
 @dataclass(slots=True)
+class _Chunk:
+    """Rows read after row `first`, through row `last`: the valid ones, and the failures."""
+
+    first: int
+    items: list[_Item] = field(default_factory=list)
+    failures: list[tuple[int, list[tuple[str, str]]]] = field(default_factory=list)
+    last: int = 0
+
+    def __post_init__(self) -> None:
+        self.last = self.last or self.first
+
+
+@dataclass(slots=True)
 class _Item:
     number: int
     unit_id: uuid.UUID | None
@@ -168,52 +183,57 @@ class Importer:
         policy = parse_filter(params.policy, "policy") if params.policy else None
         self.admit = None if policy is None else unit_predicate(policy)
 
-    def _batches(self, rows: Iterator[Row]) -> Iterator[tuple[list[_Item], int]]:
-        """Batches of valid rows after the report's last row, each with the last row it
-        covers; failed rows are counted in the report as they are read."""
-        batch: list[_Item] = []
+    async def _chunks(self, rows: Iterator[Row]) -> AsyncIterator[_Chunk]:
+        """The rows after the report's last, read and validated, in chunks of at most BATCH
+        rows (a unit named twice starts a new one, so the first write goes first). The
+        event loop runs between rows, so a chunk can be written while the next is read."""
+        resumed = self.report.row
+        chunk = _Chunk(resumed)
         ids: set[uuid.UUID] = set()
-        start = last = self.report.row
         for row in rows:
-            if row.number <= self.report.row:
+            if row.number <= resumed:
                 continue
             item = _item(row, self.params.mode, self.vocabularies)
             if isinstance(item, list):
-                self.report.fail(row.number, item)
+                chunk.failures.append((row.number, item))
             else:
                 if item.unit_id is not None and item.unit_id in ids:
-                    yield batch, last  # the same unit twice: the first write goes first
-                    batch, ids, start = [], set(), last
-                batch.append(item)
+                    yield chunk
+                    chunk, ids = _Chunk(chunk.last), set()
+                chunk.items.append(item)
                 if item.unit_id is not None:
                     ids.add(item.unit_id)
-            last = row.number
-            if last - start >= BATCH:
-                yield batch, last
-                batch, ids, start = [], set(), last
-        yield batch, last
+            chunk.last = row.number
+            if row.number % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            if chunk.last - chunk.first >= BATCH:
+                yield chunk
+                chunk, ids = _Chunk(chunk.last), set()
+        yield chunk
 
-    async def _apply(self, conn: AsyncConnection, batch: list[_Item], write: bool) -> None:
-        """Judge a batch against the units it names and the policy, and write it."""
-        report = self.report
+    async def _apply(self, conn: AsyncConnection, chunk: _Chunk, write: bool) -> None:
+        """Judge a chunk against the units it names and the policy, write it, and count it in
+        the report (its failures in row order)."""
+        failures = list(chunk.failures)
         existing = {}
         if self.params.mode == "upsert":
-            ids = [item.unit_id for item in batch if item.unit_id is not None]
+            ids = [item.unit_id for item in chunk.items if item.unit_id is not None]
             if ids:
                 existing = await repository.fetch_many_for_update(conn, ids, None)
         now = utcnow()
         inserts: list[changes.Change] = []
         updates: list[changes.Change] = []
-        for item in batch:
+        ok = 0
+        for item in chunk.items:
             row = existing.get(item.unit_id) if item.unit_id is not None else None
             if row is not None:
                 record = UnitRecord.from_row(row["id"], row)
                 if self.admit is not None and not self.admit(record.document()):
-                    report.fail(item.number, [("id", "no such unit")])
+                    failures.append((item.number, [("id", "no such unit")]))
                     continue
                 diffs = diff(record.fields, item.fields)
                 if not diffs:
-                    report.ok += 1
+                    ok += 1
                     continue
                 record.fields = item.fields
                 change = changes.Change(
@@ -235,13 +255,19 @@ class Importer:
                 after = record.document()
                 target = inserts
             if self.admit is not None and not self.admit(after):
-                report.fail(item.number, [("", "the unit would fall outside this key's policy")])
+                failures.append(
+                    (item.number, [("", "the unit would fall outside this key's policy")])
+                )
                 continue
             target.append(change)
-            report.ok += 1
+            ok += 1
         if write:
             await changes.write(conn, "insert", inserts, self.params.actor)
             await changes.write(conn, "update", updates, self.params.actor)
+        self.report.ok += ok
+        for number, errors in sorted(failures, key=lambda failure: failure[0]):
+            self.report.fail(number, errors)
+        self.report.row = chunk.last
 
     async def run(self, path: Path) -> Report:
         if self.report.complete:
@@ -256,24 +282,37 @@ class Importer:
         """Judge every row after the report's last (nothing written), reporting progress up
         to `share` of 1000."""
         reader = open_reader(self.params.format, path)
-        for batch, last in self._batches(reader.rows()):
+        async for chunk in self._chunks(reader.rows()):
             async with self.db.read() as conn:
-                await self._apply(conn, batch, write=False)
-            self.report.row = last
+                await self._apply(conn, chunk, write=False)
             await self.tracker.progress(_permille(reader.fraction()) * share // 1000, 1000)
 
     async def _run_in_batches(self, path: Path) -> None:
+        """Each chunk in a transaction of its own with the checkpoint; the next chunk is read
+        while one is written."""
         if self.params.dry_run:
             await self._check(path, 1000)
             return
         reader = open_reader(self.params.format, path)
-        for batch, last in self._batches(reader.rows()):
+        writing: asyncio.Task[None] | None = None
+
+        async def commit(chunk: _Chunk, done: int) -> None:
             async with self.db.transaction() as conn:
-                await self._apply(conn, batch, write=True)
-                self.report.row = last
-                await self.tracker.checkpoint(
-                    conn, asdict(self.report), _permille(reader.fraction()), 1000
-                )
+                await self._apply(conn, chunk, write=True)
+                await self.tracker.checkpoint(conn, asdict(self.report), done, 1000)
+
+        try:
+            async for chunk in self._chunks(reader.rows()):
+                if writing is not None:
+                    await writing
+                writing = asyncio.create_task(commit(chunk, _permille(reader.fraction())))
+            if writing is not None:
+                await writing
+        except BaseException:
+            if writing is not None and not writing.done():
+                writing.cancel()
+                await asyncio.gather(writing, return_exceptions=True)
+            raise
 
     async def _run_atomic(self, path: Path) -> None:
         """Judge every row; then, if none failed, write them all in one transaction."""
@@ -287,9 +326,8 @@ class Importer:
         # SQLite: the transaction holds the only write lock, so progress waits for the end.
         progress = self.db.dialect != "sqlite"
         async with self.db.transaction() as conn:
-            for batch, last in self._batches(reader.rows()):
-                await self._apply(conn, batch, write=True)
-                self.report.row = last
+            async for chunk in self._chunks(reader.rows()):
+                await self._apply(conn, chunk, write=True)
                 if self.report.failed:
                     raise _Refused  # a unit moved out of the policy meanwhile: write nothing
                 if progress:
