@@ -31,8 +31,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
 from harness import RESULTS, free_port, recreate_database, run_wrk, start_server
+from sqlalchemy.engine import make_url
 
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
@@ -210,33 +212,34 @@ def get_while_exporting(
     }
 
 
-def import_files(client: httpx.Client, rows: int, folder: Path) -> tuple[Path, Path]:
-    """A create file (the first `rows` units as exported) and an upsert file (the same units,
-    each with a new price)."""
-    response = client.post(
-        "/api/v2/units/exports", json={"format": "jsonl", "filter": "version==1"}
-    )
-    job = wait_job(client, response.headers["location"])
-    exported = folder / "export.jsonl"
-    with (
-        client.stream("GET", f"{response.headers['location']}/file") as stream,
-        exported.open("wb") as out,
-    ):
-        for chunk in stream.iter_bytes():
-            out.write(chunk)
-    assert job["rowCount"] >= rows, "seed at least --rows units"
-    create, upsert = folder / "create.jsonl", folder / "upsert.jsonl"
-    with exported.open("rb") as source, create.open("wb") as a, upsert.open("wb") as b:
-        for index, line in enumerate(source):
-            if index == rows:
-                break
-            a.write(line)
-            unit = load_stored(line)
-            unit["price"] = (unit["price"] or Decimal(0)) + 1
-            b.write(dumps(unit) + b"\n")
-    exported.unlink()
-    discard(job)
-    return create, upsert
+async def oldest_documents(url: str, rows: int) -> list[str]:
+    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    try:
+        found = await conn.fetch("SELECT doc FROM units ORDER BY created_at, id LIMIT $1", rows)
+        return [row[0] for row in found]
+    finally:
+        await conn.close()
+
+
+def import_files(url: str, rows: int, folder: Path, runs: int) -> tuple[Path, list[Path]]:
+    """A create file (the oldest `rows` units, each line as the API returns it, as a jsonl
+    export writes it) and an upsert file per run (the same units, each with a new price, so
+    every row of every run changes its unit)."""
+    documents = asyncio.run(oldest_documents(url, rows))
+    assert len(documents) == rows, "seed at least --rows units"
+    create = folder / "create.jsonl"
+    upserts = [folder / f"upsert-{run}.jsonl" for run in range(runs)]
+    with create.open("wb") as out:
+        for doc in documents:
+            out.write(doc.encode() + b"\n")
+    for run, path in enumerate(upserts, start=1):
+        with path.open("wb") as out:
+            for doc in documents:
+                unit = load_stored(doc)
+                unit["price"] = (unit["price"] or Decimal(0)) + run
+                out.write(dumps(unit) + b"\n")
+    return create, upserts
 
 
 def import_once(
@@ -256,7 +259,7 @@ def import_once(
 def imports(args: argparse.Namespace, client: httpx.Client, server: int) -> dict[str, Any]:
     folder = RESULTS / "imports"
     folder.mkdir(exist_ok=True)
-    create, upsert = import_files(client, args.rows, folder)
+    create, upserts = import_files(args.database_url, args.rows, folder, args.runs)
     try:
         return {
             "dry_run": median(
@@ -264,7 +267,7 @@ def imports(args: argparse.Namespace, client: httpx.Client, server: int) -> dict
             ),
             "create": median([import_once(client, server, create, {}) for _ in range(args.runs)]),
             "upsert": median(
-                [import_once(client, server, upsert, {"mode": "upsert"}) for _ in range(args.runs)]
+                [import_once(client, server, path, {"mode": "upsert"}) for path in upserts]
             ),
         }
     finally:

@@ -100,7 +100,8 @@ def serve(
 @app.command()
 def worker() -> None:
     """Run the background work outside the server: scheduled publications and reservation
-    expiry, housekeeping, and the event worker (feed numbering, webhook delivery).
+    expiry, housekeeping, the event worker (feed numbering, webhook delivery), and jobs
+    (exports, imports).
 
     Start servers with UNITS_API_RUN_JOBS=false to leave it to workers; several workers may
     run against one PostgreSQL.

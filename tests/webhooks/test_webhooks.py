@@ -50,9 +50,10 @@ class Hooks:
 
 
 @pytest.fixture
-async def hooks(database_url: str) -> AsyncIterator[Hooks]:
+async def hooks(database_url: str, files_dir: str) -> AsyncIterator[Hooks]:
     settings = Settings(
         database_url=database_url,
+        files_dir=files_dir,
         access_log=False,
         db_pool_size=5,
         webhook_allow_private=True,
@@ -184,6 +185,29 @@ async def test_only_the_chosen_types_and_matching_units_are_delivered(hooks: Hoo
         await target.wait_for(lambda got: any(r.event["unitId"] == last["id"] for r in got))
         assert [r.event["type"] for r in target.of(giza["id"])] == ["unit.created"]
         assert target.of(cairo["id"]) == []
+
+
+async def test_a_jobs_end_reaches_webhooks_that_ask_for_it(hooks: Hooks) -> None:
+    async with receiver() as target:
+        hook = await hooks.create(target.url, eventTypes=["export.succeeded"])
+        filtered = await hooks.create(target.url + "?filtered", filter="city==Giza")
+        response = await hooks.api.request(
+            "POST", "/api/v2/units/exports", json={"format": "csv", "filter": "city==Nowhere"}
+        )
+        assert response.status_code == 202
+        job_id = response.json()["id"]
+        await hooks.api.create_unit(city="Giza")  # the filtered webhook's, sent after the job's
+        got = await target.wait_for(
+            lambda got: any(r.event.get("data", {}).get("id") == job_id for r in got)
+        )
+        (ended,) = [r for r in got if r.event.get("data", {}).get("id") == job_id]
+        event = ended.verify(hook["secret"])
+        assert event["type"] == "export.succeeded" and event["unitId"] is None
+        assert event["data"]["status"] == "succeeded" and event["data"]["rowCount"] == 0
+        # A webhook with a filter judges units: a job has none, so it is not sent there.
+        assert all(
+            d["eventType"] != "export.succeeded" for d in await hooks.deliveries(filtered["id"])
+        )
 
 
 async def test_a_failed_delivery_is_retried_after_about_5_s_then_on_the_schedule(

@@ -181,12 +181,14 @@ async def release(db: Database, job: Claim, delay: timedelta = timedelta(0)) -> 
 
 
 async def expired_files(conn: AsyncConnection, now: datetime, limit: int) -> list[RowMapping]:
-    """Succeeded jobs whose file has passed its expiry."""
+    """Succeeded jobs whose file has passed its expiry, locked (skipping those another
+    process is expiring)."""
     query = (
         select(jobs)
         .where(jobs.c.status == SUCCEEDED, jobs.c.expires_at < now)
         .order_by(jobs.c.expires_at)
         .limit(limit)
+        .with_for_update(skip_locked=True)
     )
     return list((await conn.execute(query)).mappings())
 

@@ -52,15 +52,14 @@ async def expire_files(db: Database, storage: Storage) -> int:
     """Delete the files of exports past their expiry; the jobs become `expired`."""
     expired = 0
     while True:
-        async with db.read() as conn:
+        async with db.transaction() as conn:
             rows = await queue.expired_files(conn, utcnow(), BATCH)
-        for row in rows:
-            result = orjson.loads(row["result"] or "{}")
-            if "file" in result:
-                await storage.delete(result["file"])
-            async with db.transaction() as conn:
+            for row in rows:
+                result = orjson.loads(row["result"] or "{}")
+                if "file" in result:
+                    await storage.delete(result["file"])
                 await queue.mark_expired(conn, row["id"])
-            expired += 1
+        expired += len(rows)
         if len(rows) < BATCH:
             return expired
 

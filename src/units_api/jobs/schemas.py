@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from units_api.exports.formats import FORMATS
 
@@ -21,6 +21,55 @@ class RowError(BaseModel):
 
 
 class Job(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "01a20e2e-5a0b-7464-bfa9-1ee5bc389b7d",
+                    "kind": "export",
+                    "status": "succeeded",
+                    "format": "csv",
+                    "progress": 1.0,
+                    "rowCount": 1200,
+                    "bytes": 7340032,
+                    "createdAt": "2026-11-24T15:30:48.459Z",
+                    "startedAt": "2026-11-24T15:30:48.462Z",
+                    "finishedAt": "2026-11-24T15:30:49.605Z",
+                    "expiresAt": "2026-12-01T15:30:49.605Z",
+                    "error": None,
+                    "compression": "gzip",
+                },
+                {
+                    "id": "01a20e34-7ee9-74b8-9d8c-2f76fadd9cc1",
+                    "kind": "import",
+                    "status": "succeeded",
+                    "format": "xlsx",
+                    "progress": 1.0,
+                    "rowCount": 3,
+                    "bytes": 10240,
+                    "createdAt": "2026-11-24T15:37:30.004Z",
+                    "startedAt": "2026-11-24T15:37:30.010Z",
+                    "finishedAt": "2026-11-24T15:37:31.269Z",
+                    "expiresAt": None,
+                    "error": None,
+                    "mode": "upsert",
+                    "dryRun": False,
+                    "atomic": False,
+                    "rowsTotal": 3,
+                    "rowsOk": 2,
+                    "rowsFailed": 1,
+                    "errors": [
+                        {
+                            "row": 3,
+                            "field": "paymentPlans[0].minPrice",
+                            "message": "must be greater than or equal to 0",
+                        }
+                    ],
+                },
+            ]
+        }
+    )
+
     id: str
     kind: Literal["export", "import"]
     status: JobStatus
