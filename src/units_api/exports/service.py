@@ -41,7 +41,7 @@ from units_api.units.tables import units
 
 KIND = "export"
 # Units read and written at a time: the server-side cursor's batch.
-BATCH = 2000
+BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,7 +145,10 @@ def _storage_env() -> dict[str, str]:
 def _process_context() -> Any:
     if sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["units_api.jobs.execution", "units_api.app"])
+        # What a job needs, and not the web application (a smaller process).
+        context.set_forkserver_preload(
+            ["units_api.jobs.execution", "units_api.exports.service", "units_api.imports.service"]
+        )
         return context
     return multiprocessing.get_context("spawn")
 
