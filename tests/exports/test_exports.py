@@ -32,6 +32,10 @@ from units_api.sample_data import fake_unit
 
 EXPORTS = "/api/v2/units/exports"
 FORMULA = "=1+1"
+# What a file format or a COPY stream must carry through: quotes, backslashes, control
+# characters, Arabic, an emoji.
+TRICKY_TEXT = 'قال "مرحبا" \\ C:\\path\n\tnext\r\x01\x1f \\n 😀'
+
 
 
 def exact(raw: str | bytes) -> Any:
@@ -50,6 +54,8 @@ async def make_units(api: Api, count: int, **fields: Any) -> tuple[str, list[dic
             body["unitDesc"] = FORMULA
             body["unitShortDesc"] = "https://example.com/not-a-link"
             body["price"] = Decimal("1250000.50")
+        if index == 1:
+            body["unitDescAr"] = TRICKY_TEXT
         response = await api.request(
             "POST",
             "/api/v2/units/",

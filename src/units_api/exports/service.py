@@ -3,6 +3,7 @@ memory, oldest first (`createdAt`, then `id`)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Any
 
 import anyio
 import orjson
-from sqlalchemy import ColumnElement, and_, func, literal_column, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -133,25 +134,64 @@ async def write_export(
 async def _documents(
     conn: AsyncConnection, condition: ColumnElement[bool]
 ) -> AsyncIterator[list[bytes]]:
-    """The stored documents of the matching units, oldest first, BATCH at a time, as UTF-8.
-
-    PostgreSQL: through a server-side cursor on the transaction's asyncpg connection, the
-    documents sent as bytes (converted by the server): the SQLAlchemy layer and decoding text
-    would cost more than the rest of a jsonl export."""
-    order = (units.c.created_at, units.c.id)
-    if conn.dialect.name != "postgresql":
-        query = select(units.c.doc).where(condition).order_by(*order)
-        result = await conn.stream(query.execution_options(yield_per=BATCH))
-        async for rows in result.partitions(BATCH):
-            yield [row[0].encode() for row in rows]
+    """The stored documents of the matching units, oldest first, in batches of about BATCH,
+    as UTF-8 bytes."""
+    query = select(units.c.doc).where(condition).order_by(units.c.created_at, units.c.id)
+    if conn.dialect.name == "postgresql":
+        async for batch in _copied_documents(conn, query):
+            yield batch
         return
-    utf8 = func.convert_to(units.c.doc, literal_column("'UTF8'"))
-    compiled = select(utf8).where(condition).order_by(*order).compile(dialect=conn.dialect)
+    result = await conn.stream(query.execution_options(yield_per=BATCH))
+    async for rows in result.partitions(BATCH):
+        yield [row[0].encode() for row in rows]
+
+
+async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[list[bytes]]:
+    """PostgreSQL: the documents through COPY (query) TO STDOUT on the transaction's own
+    asyncpg connection, so they stream while earlier ones are written (a cursor waits for each
+    FETCH: 28,000 documents/s against 70,000 measured at a million). COPY's text format
+    escapes a backslash, a newline, a carriage return, a tab and a few other control
+    characters; a stored document is compact JSON, whose strings carry every control
+    character escaped, so a backslash is the only one it can hold."""
+    compiled = query.compile(dialect=conn.dialect)
     arguments = [compiled.params[name] for name in compiled.positiontup or ()]
     driver = await driver_connection(conn)
-    cursor = await driver.cursor(compiled.string, *arguments)
-    while rows := await cursor.fetch(BATCH):
-        yield [row[0] for row in rows]
+    batches: asyncio.Queue[list[bytes]] = asyncio.Queue(maxsize=2)
+    rest = b""
+    pending: list[bytes] = []
+
+    async def sink(chunk: bytes) -> None:
+        nonlocal rest
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if cut:
+            pending.extend(data[:cut].replace(b"\\\\", b"\\").split(b"\n")[:-1])
+        if len(pending) >= BATCH:
+            await batches.put(pending[:])
+            pending.clear()
+
+    async def copy() -> None:
+        await driver.copy_from_query(compiled.string, *arguments, output=sink, format="text")
+        if pending:
+            await batches.put(pending[:])
+
+    copying = asyncio.create_task(copy())
+    try:
+        while True:
+            if copying.done() and batches.empty():
+                copying.result()  # the copy's error, if it failed
+                return
+            getting = asyncio.ensure_future(batches.get())
+            await asyncio.wait((getting, copying), return_when=asyncio.FIRST_COMPLETED)
+            if getting.done():
+                yield getting.result()
+            else:
+                getting.cancel()
+    finally:
+        if not copying.done():
+            copying.cancel()
+            await asyncio.gather(copying, return_exceptions=True)
 
 
 def file_key(job_id: uuid.UUID, params: ExportParams) -> str:

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -162,10 +163,21 @@ class CsvReader(_Reader):
         return row
 
 
+# A spreadsheet keeps characters XML cannot hold (control characters) as `_xHHHH_`, and a
+# text that looks like one with its `_` so written (`_x005F_`); openpyxl leaves them as read.
+_XML_ESCAPE = re.compile(r"_x([0-9A-Fa-f]{4})_")
+
+
+def _unescape_cell(text: str) -> str:
+    if "_x" not in text:
+        return text
+    return _XML_ESCAPE.sub(lambda match: chr(int(match.group(1), 16)), text)
+
+
 def _from_cell(name: str, kind: ColumnKind, value: Any, row: Row) -> Any:
     """A spreadsheet cell's value as a body takes it."""
     if isinstance(value, str):
-        return _from_text(name, kind, value, row)
+        return _from_text(name, kind, _unescape_cell(value), row)
     if isinstance(value, bool):
         return value
     if isinstance(value, float):
