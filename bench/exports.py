@@ -170,16 +170,22 @@ def exports(args: argparse.Namespace, client: httpx.Client, server: int) -> dict
 
 
 def get_while_exporting(
-    args: argparse.Namespace, client: httpx.Client, base: str, key: str, ids: Path
+    args: argparse.Namespace,
+    client: httpx.Client,
+    base: str,
+    key: str,
+    ids: Path,
+    connections: int,
 ) -> dict[str, Any]:
-    """GET one unit's p99, idle then while a jsonl export runs, alternating."""
+    """GET one unit's p99 with `connections` wrk connections, idle then while a jsonl export
+    runs, alternating."""
     idle, busy = [], []
     for _ in range(args.runs):
         idle.append(
             run_wrk(
                 f"{base}/",
                 key,
-                connections=32,
+                connections=connections,
                 duration=args.duration,
                 script="units.lua",
                 script_args=("get", str(ids)),
@@ -193,7 +199,7 @@ def get_while_exporting(
             run_wrk(
                 f"{base}/",
                 key,
-                connections=32,
+                connections=connections,
                 duration=args.duration,
                 script="units.lua",
                 script_args=("get", str(ids)),
@@ -316,7 +322,9 @@ def main() -> None:
             if "exports" in parts:
                 keep("exports", exports(args, client, server.pid))
             if "get" in parts:
-                keep("get_one", get_while_exporting(args, client, base, key, ids))
+                for connections in (32, 4):
+                    figures = get_while_exporting(args, client, base, key, ids, connections)
+                    keep(f"get_one_{connections}", figures)
             if "imports" in parts:
                 keep("imports", imports(args, client, server.pid))
     finally:

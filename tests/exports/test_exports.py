@@ -37,7 +37,6 @@ FORMULA = "=1+1"
 TRICKY_TEXT = 'قال "مرحبا" \\ C:\\path\n\tnext\r\x01\x1f \\n 😀'
 
 
-
 def exact(raw: str | bytes) -> Any:
     return json.loads(raw, parse_float=Decimal)
 

@@ -274,7 +274,7 @@ class XlsxWriter:
 
 
 class ParquetWriter:
-    ROW_GROUP = 2000
+    ROW_GROUP = 1000
 
     def __init__(self, path: Path, columns: list[Column], compression: str) -> None:
         import pyarrow.parquet as pq

@@ -4,6 +4,7 @@ memory, oldest first (`createdAt`, then `id`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from units_api.exports.formats import (
 from units_api.exports.schemas import ExportCreate
 from units_api.filters.parser import parse_filter
 from units_api.jobs import queue
-from units_api.jobs.work import JobContext, JobFailed, Progress
+from units_api.jobs.work import JOB_NICENESS, JobContext, JobFailed, Progress
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
 from units_api.units.filtering import unit_condition
@@ -146,6 +147,23 @@ async def _documents(
         yield [row[0].encode() for row in rows]
 
 
+_LOCAL_HOSTS = (None, "", "localhost", "127.0.0.1", "::1")
+
+
+def _lower_priority(host: str | None, pid: int) -> None:
+    """When PostgreSQL runs on this machine, its process reading an export gets the job's
+    lower CPU priority too (if the system allows it), so requests come first on a small
+    machine. Only a local server process named postgres is touched."""
+    if host not in _LOCAL_HOSTS or not hasattr(os, "setpriority"):
+        return
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() != "postgres":
+            return
+        os.setpriority(os.PRIO_PROCESS, pid, JOB_NICENESS)
+    except OSError:  # no /proc, another user's process, or gone
+        return
+
+
 async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[list[bytes]]:
     """PostgreSQL: the documents through COPY (query) TO STDOUT on the transaction's own
     asyncpg connection, so they stream while earlier ones are written (a cursor waits for each
@@ -156,6 +174,7 @@ async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[
     compiled = query.compile(dialect=conn.dialect)
     arguments = [compiled.params[name] for name in compiled.positiontup or ()]
     driver = await driver_connection(conn)
+    _lower_priority(conn.engine.url.host, driver.get_server_pid())
     batches: asyncio.Queue[list[bytes]] = asyncio.Queue(maxsize=2)
     rest = b""
     pending: list[bytes] = []

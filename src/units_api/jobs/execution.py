@@ -32,13 +32,12 @@ from units_api.jobs import queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import open_storage
-from units_api.jobs.work import JobContext, JobFailed
+from units_api.jobs.work import JOB_NICENESS, JobContext, JobFailed
 
 log = logging.getLogger(__name__)
 KINDS = ("export", "import")
 # A job that failed unexpectedly (the database went away...) is tried again after this long.
 RETRY_AFTER = timedelta(seconds=30)
-JOB_NICENESS = 10  # how much lower a job process's CPU priority is than the server's
 CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
 

@@ -17,6 +17,8 @@ from units_api.jobs import queue
 from units_api.jobs.queue import Claim, LeaseLost
 from units_api.jobs.storage import Storage
 
+# How much lower a job's CPU priority is than the server's (Unix niceness).
+JOB_NICENESS = 10
 # Progress is written at most this often (seconds); each write renews the lease.
 PROGRESS_EVERY = 1.0
 
