@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -42,13 +41,13 @@ from units_api.jobs.runner import start_background
 from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
+from units_api.process import settle_collector
 from units_api.units.counting import CountCache
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
 from units_api.webhooks.sender import Sender
 
 log = logging.getLogger(__name__)
-GC_THRESHOLDS = (20_000, 20, 20)
 
 
 def problem_response(request: Request, error: ApiError) -> Response:
@@ -167,10 +166,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
         background = start_background(context, listen=settings.run_jobs)
-        # Long-lived startup objects leave the collector's view; fewer, shorter pauses.
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(*GC_THRESHOLDS)
+        settle_collector()
         try:
             yield
         finally:

@@ -23,6 +23,7 @@ from units_api.config import Settings
 from units_api.db import Database, create_engine, utcnow
 from units_api.errors import ApiError, ValidationFailed
 from units_api.logs import configure_logging
+from units_api.process import settle_collector
 from units_api.validation import pydantic_errors
 
 app = typer.Typer(
@@ -44,6 +45,7 @@ def _run(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
         finally:
             await db.dispose()
 
+    settle_collector()
     return asyncio.run(main())
 
 

@@ -6,6 +6,8 @@ portable between SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -76,8 +78,8 @@ def utcnow() -> datetime:
 def format_time(value: datetime | None) -> str | None:
     if value is None:
         return None
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    # "YYYY-MM-DDTHH:MM:SS.mmm" of "...+00:00"
+    return value.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -109,8 +111,8 @@ def uuid7() -> uuid.UUID:
     """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits; increasing within a
     process (within one millisecond the previous value plus one, RFC 9562 section 6.2)."""
     global _last_uuid7
-    millis = int(datetime.now(UTC).timestamp() * 1000)
-    rand = int.from_bytes(uuid.uuid4().bytes, "big")
+    millis = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(16), "big")
     value = (millis & (2**48 - 1)) << 80
     value |= 0x7 << 76
     value |= (rand >> 68 & 0xFFF) << 64

@@ -17,9 +17,11 @@ async def test_a_file_is_handed_over_whole_and_read_back(tmp_path: Path) -> None
     assert not scratch.exists()
     assert await storage.size("exports/x.csv") == 3_000_000
     assert b"".join([chunk async for chunk in storage.read("exports/x.csv")]) == b"a" * 3_000_000
-    copy = tmp_path / "copy.csv"
+    copy = storage.scratch(".csv")  # already there, empty: fetch replaces it
     await storage.fetch("exports/x.csv", copy)
     assert copy.read_bytes() == b"a" * 3_000_000
+    copy.unlink()  # a job done with its copy leaves the stored file alone
+    assert await storage.size("exports/x.csv") == 3_000_000
     await storage.delete("exports/x.csv")
     await storage.delete("exports/x.csv")  # nothing there: no error
     assert await storage.size("exports/x.csv") is None

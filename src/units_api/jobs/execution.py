@@ -33,6 +33,7 @@ from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import open_storage
 from units_api.jobs.work import JOB_NICENESS, JobContext, JobFailed
+from units_api.process import settle_collector
 
 log = logging.getLogger(__name__)
 KINDS = ("export", "import")
@@ -119,6 +120,7 @@ def child_main(
         os.nice(JOB_NICENESS)
     configured = Settings(**settings)
     configure_logging(configured.log_level)
+    settle_collector()
 
     async def main() -> None:
         db = Database(create_engine(configured.database_url, pool_size=2))

@@ -29,7 +29,8 @@ class Storage(Protocol):
         """Store the complete file at `path` under `key` (the local file is consumed)."""
 
     async def fetch(self, key: str, path: Path) -> None:
-        """Copy the file stored under `key` to the local `path`."""
+        """The file stored under `key` at the local `path`, to be read (a local store links
+        it there rather than copying it, so it is never written through `path`)."""
 
     async def size(self, key: str) -> int | None:
         """The stored file's size, None when there is none."""
@@ -43,6 +44,17 @@ class Storage(Protocol):
     def sweep_scratch(self, older_than: float) -> int:
         """Delete temporary files older than `older_than` seconds (left by a process that
         died while making one); how many."""
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """`target` becomes another name of `source` (no copy: an upload of hundreds of megabytes
+    is there at once), or a copy where the file system has no hard links. The file is only
+    read through it."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 class LocalStorage:
@@ -68,7 +80,7 @@ class LocalStorage:
         await anyio.to_thread.run_sync(os.replace, path, target)
 
     async def fetch(self, key: str, path: Path) -> None:
-        await anyio.to_thread.run_sync(shutil.copyfile, self.path(key), path)
+        await anyio.to_thread.run_sync(_link_or_copy, self.path(key), path)
 
     async def size(self, key: str) -> int | None:
         try:
