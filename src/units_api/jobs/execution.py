@@ -32,7 +32,7 @@ from units_api.jobs import queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import open_storage
-from units_api.jobs.work import JOB_NICENESS, JobContext, JobFailed
+from units_api.jobs.work import JobContext, JobFailed, yield_cpu
 from units_api.process import settle_collector
 
 log = logging.getLogger(__name__)
@@ -115,9 +115,9 @@ def child_main(
     from units_api.logs import configure_logging
 
     os.environ.update(storage_env)
-    if hasattr(os, "nice"):
-        # Requests first: the API's processes get the CPU when both want it.
-        os.nice(JOB_NICENESS)
+    # Requests first. An export holds no lock, so it takes only CPU time nothing else wants;
+    # an import holds row locks (on SQLite the only write lock), so it must not stall.
+    yield_cpu(idle=claim.kind == "export")
     configured = Settings(**settings)
     configure_logging(configured.log_level)
     settle_collector()
