@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import orjson
@@ -43,9 +43,11 @@ from units_api.units.validation import validate_unit
 
 KIND = "import"
 BATCH = 1000  # rows a transaction writes (and a checkpoint covers)
+READ_AHEAD = 2  # chunks read (and validated) ahead of the one being written
 _YIELD_EVERY = 10  # rows read between turns of the event loop (a chunk being written goes on)
 MAX_LISTED_ERRORS = 1000
 MODES = ("create", "upsert")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,40 +311,39 @@ class Importer:
             await self.tracker.progress(_permille(reader.fraction()) * share // 1000, 1000)
 
     async def _run_in_batches(self, path: Path) -> None:
-        """Each chunk in a transaction of its own with the checkpoint; the next chunk is read
-        while one is written."""
+        """Each chunk in a transaction of its own with the checkpoint. Chunks are read (and
+        new units' rows made) up to READ_AHEAD ahead of the one being written, so the process
+        reads while the database writes rather than waiting for it."""
         if self.params.dry_run:
             await self._check(path, 1000)
             return
         reader = open_reader(self.params.format, path)
-        writing: asyncio.Task[None] | None = None
+        ready: asyncio.Queue[tuple[_Chunk, _Judged | None, int] | None] = asyncio.Queue(READ_AHEAD)
 
-        async def commit(chunk: _Chunk, judged: _Judged | None, done: int) -> None:
-            async with self.db.transaction() as conn:
-                if judged is None:
-                    await self._apply(conn, chunk, write=True)
-                else:
-                    await self._write(conn, chunk, judged)
-                await self.tracker.checkpoint(conn, asdict(self.report), done, 1000)
-
-        try:
+        async def read() -> None:
             async for chunk in self._chunks(reader.rows()):
-                # New units depend on nothing stored: their rows are made while the previous
-                # chunk is being written. An upsert judges a chunk on its units, locked.
+                # New units depend on nothing stored: their rows are made here. An upsert
+                # judges a chunk on its units, locked in the chunk's transaction.
                 judged = (
                     self._judge(chunk, {}, write=True) if self.params.mode == "create" else None
                 )
-                if writing is not None:
-                    await writing
-                done = _permille(reader.fraction())
-                writing = asyncio.create_task(commit(chunk, judged, done))
-            if writing is not None:
-                await writing
-        except BaseException:
-            if writing is not None and not writing.done():
-                writing.cancel()
-                await asyncio.gather(writing, return_exceptions=True)
-            raise
+                await ready.put((chunk, judged, _permille(reader.fraction())))
+            await ready.put(None)
+
+        reading = asyncio.create_task(read())
+        try:
+            while (item := await _take(ready, reading)) is not None:
+                chunk, judged, done = item
+                async with self.db.transaction() as conn:
+                    if judged is None:
+                        await self._apply(conn, chunk, write=True)
+                    else:
+                        await self._write(conn, chunk, judged)
+                    await self.tracker.checkpoint(conn, asdict(self.report), done, 1000)
+        finally:
+            if not reading.done():
+                reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
 
     async def _run_atomic(self, path: Path) -> None:
         """Judge every row; then, if none failed, write them all in one transaction."""
@@ -372,6 +373,17 @@ def _stored(record: UnitRecord, updated: bool) -> dict[str, Any]:
     if updated:
         document["version"] = record.version + 1
     return document
+
+
+async def _take(queue: asyncio.Queue[T], producer: asyncio.Task[None]) -> T:
+    """The queue's next item; the producer's error if it failed first."""
+    getting = asyncio.ensure_future(queue.get())
+    await asyncio.wait((getting, producer), return_when=asyncio.FIRST_COMPLETED)
+    if getting.done():
+        return getting.result()
+    getting.cancel()
+    producer.result()  # raises the producer's error
+    return await queue.get()  # it ended after putting its last item
 
 
 class _Refused(Exception):
