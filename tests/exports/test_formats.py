@@ -1,5 +1,5 @@
 """The export formats' reading of stored documents: the fast field slicer gives exactly what
-parsing gives, whatever the text holds."""
+parsing gives, whatever the text holds; parquet's row groups."""
 
 from __future__ import annotations
 
@@ -7,12 +7,21 @@ import itertools
 import random
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from units_api.exports.formats import DOCUMENT_ORDER, field_texts, split_document
+from units_api.exports.formats import (
+    DOCUMENT_ORDER,
+    ParquetWriter,
+    columns_for,
+    field_texts,
+    open_writer,
+    split_document,
+)
 from units_api.sample_data import fake_unit
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.schemas import UnitFields
@@ -93,3 +102,25 @@ def test_any_text_slices_as_it_parses(name: str, desc: str, city: str | None, pl
 def test_a_document_in_another_order_is_parsed() -> None:
     doc = '{"name":"A","id":"x","price":1.50}'
     assert field_texts(doc) == {"name": '"A"', "id": '"x"', "price": "1.50"}
+
+
+def test_parquet_row_groups_grow_with_the_announced_count(tmp_path: Path) -> None:
+    """Small exports get groups of MIN_GROUP units; a large one fewer, larger groups (at most
+    MAX_GROUP units), so the footer the writer keeps in memory stays about the same size."""
+    rng = random.Random(5)
+    docs = [stored(validate_unit(fake_unit(rng))).encode() for _ in range(100)]
+    sizes = {}
+    for announced in (0, 5000 * ParquetWriter.MAX_GROUPS, 10**9):
+        path = tmp_path / f"{announced}.parquet"
+        writer = open_writer("parquet", path, columns_for(None), "none", announced)
+        for _ in range(250):
+            writer.write(docs)
+        writer.close()
+        metadata = pq.ParquetFile(path).metadata
+        assert metadata.num_rows == 25_000
+        sizes[announced] = [
+            metadata.row_group(index).num_rows for index in range(metadata.num_row_groups)
+        ]
+    assert sizes[0] == [ParquetWriter.MIN_GROUP] * 25
+    assert sizes[5000 * ParquetWriter.MAX_GROUPS] == [5000] * 5
+    assert sizes[10**9] == [ParquetWriter.MAX_GROUP] * 2 + [5000]

@@ -120,7 +120,9 @@ async def write_export(
             await conn.execute(select(func.count()).select_from(units).where(condition))
         ).scalar_one()
         await progress(0, total)
-        writer = open_writer(params.format, path, columns_for(params.fields), params.compression)
+        writer = open_writer(
+            params.format, path, columns_for(params.fields), params.compression, total
+        )
         try:
             async for batch in _documents(conn, condition):
                 writer.write(batch)
