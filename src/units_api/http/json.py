@@ -26,6 +26,16 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_default, option=_OPTIONS)
 
 
+_PLAIN_ENCODER = msgspec.json.Encoder(decimal_format="number")
+
+
+def dumps_plain(value: Any) -> bytes:
+    """JSON of plain data (dicts, lists, strings, integers, Decimals, booleans, None): the
+    same bytes as `dumps`, in half the time for a unit (msgspec writes a Decimal's digits
+    itself, where orjson calls back into Python for each)."""
+    return _PLAIN_ENCODER.encode(value)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 

@@ -34,7 +34,7 @@ from units_api.db import EVENTS_WRITTEN, driver_connection, utcnow, uuid7
 from units_api.errors import Forbidden
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
-from units_api.http.json import dumps
+from units_api.http.json import dumps_plain
 from units_api.search.normalize import record_tokens
 from units_api.units.record import UnitRecord, actor_text, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
@@ -106,7 +106,7 @@ def prepare(
             doc = columns["doc"]
             rows.units.append({"id": record.id, "created_at": record.created_at, **columns})
         change.doc = doc
-        changes = dumps(change.changes).decode()
+        changes = dumps_plain(change.changes).decode()
         data = '{"unit":' + doc + (',"changes":' + changes if kind == "update" else "") + "}"
         rows.history.append(
             {

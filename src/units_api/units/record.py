@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from units_api.db import format_time, parse_time
-from units_api.http.json import dumps, load_stored
+from units_api.http.json import dumps_plain, load_stored
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import FIELD_COLUMNS
 
@@ -46,7 +46,7 @@ class UnitRecord:
         }
 
     def render(self) -> bytes:
-        return dumps(self.document())
+        return dumps_plain(self.document())
 
     def columns(self) -> dict[str, Any]:
         values = {column: self.fields.get(field) for field, column in FIELD_COLUMNS.items()}
