@@ -87,10 +87,13 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, A
 
 
 def creation_changes(fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    empty: dict[str, Any] = {
-        name: None if not isinstance(v, list) else [] for name, v in fields.items()
-    }
-    return diff(empty, fields)
+    """A new unit's changes: every field that is set, from empty (null, or [] for a list)."""
+    changes: dict[str, dict[str, Any]] = {}
+    for name in EDITABLE_FIELDS:
+        new = fields.get(name)
+        if new is not None and new != []:
+            changes[name] = {"from": [] if isinstance(new, list) else None, "to": new}
+    return changes
 
 
 def actor_text(actor: dict[str, Any]) -> str:
