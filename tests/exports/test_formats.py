@@ -4,6 +4,7 @@ parsing gives, whatever the text holds; parquet's row groups."""
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import uuid
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +24,7 @@ from units_api.exports.formats import (
     open_writer,
     split_document,
 )
+from units_api.exports.service import WRITEBACK_BYTES, _Writeback
 from units_api.sample_data import fake_unit
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.schemas import UnitFields
@@ -124,3 +127,25 @@ def test_parquet_row_groups_grow_with_the_announced_count(tmp_path: Path) -> Non
     assert sizes[0] == [ParquetWriter.MIN_GROUP] * 25
     assert sizes[5000 * ParquetWriter.MAX_GROUPS] == [5000] * 5
     assert sizes[10**9] == [ParquetWriter.MAX_GROUP] * 2 + [5000]
+
+
+def test_an_export_file_is_written_back_as_it_grows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every WRITEBACK_BYTES of growth the file is synced (and dropped from the page cache),
+    so the kernel never holds gigabytes of it dirty; a file not created yet is no error."""
+    synced: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
+    path = tmp_path / "export.jsonl"
+    writeback = _Writeback(path)
+    writeback.step()  # no file yet
+    chunk = b"x" * (WRITEBACK_BYTES // 2 + 1)
+    with path.open("wb") as file:
+        for _ in range(5):
+            file.write(chunk)
+            file.flush()
+            writeback.step()
+    writeback.close()
+    assert len(synced) == 2  # at 2 and 4 chunks: past 8 MB each time
+    assert path.stat().st_size == 5 * len(chunk)

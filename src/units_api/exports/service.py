@@ -4,6 +4,7 @@ memory, oldest first (`createdAt`, then `id`)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from units_api.units.tables import units
 KIND = "export"
 # Units read and written at a time: the server-side cursor's batch.
 BATCH = 500
+# The file is written back to disk whenever it has grown by this much (see _Writeback).
+WRITEBACK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +126,53 @@ async def write_export(
         writer = open_writer(
             params.format, path, columns_for(params.fields), params.compression, total
         )
+        writeback = _Writeback(path)
         try:
             async for batch in _documents(conn, condition):
                 writer.write(batch)
+                writeback.step()
                 done += len(batch)
                 await progress(done, total)
         finally:
             writer.close()
+            writeback.close()
     return done, (await anyio.Path(path).stat()).st_size
+
+
+class _Writeback:
+    """Writes the export's file back to disk every WRITEBACK_BYTES and drops what was written
+    from the page cache. Left to the kernel, gigabytes of dirty pages are written back by its
+    own threads at normal priority, which slowed every request however low the job's CPU
+    priority (measured on 2 cores, 4 connections, GET one unit's p99 while 6 GB were written:
+    2.5 ms idle, 8.6 ms buffered, 3.3 ms written back every 8 MB; the file was written twice
+    as fast too)."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._fd: int | None = None
+        self._written = 0
+
+    def step(self) -> None:
+        try:
+            size = os.stat(self._path).st_size
+        except OSError:
+            return  # not created yet (a writer may open it lazily)
+        if size - self._written < WRITEBACK_BYTES:
+            return
+        self._written = size
+        try:
+            if self._fd is None:
+                self._fd = os.open(self._path, os.O_RDONLY)
+            os.fdatasync(self._fd)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        except OSError:  # a file system or file that does not have it: left to the kernel
+            self._written = 1 << 62
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 async def _documents(
