@@ -35,7 +35,14 @@ from units_api.exports.formats import (
 from units_api.exports.schemas import ExportCreate
 from units_api.filters.parser import parse_filter
 from units_api.jobs import queue
-from units_api.jobs.work import JobContext, JobFailed, Progress, restore_cpu, yield_cpu
+from units_api.jobs.work import (
+    JobContext,
+    JobFailed,
+    Progress,
+    restore_cpu,
+    take,
+    yield_cpu,
+)
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
 from units_api.units.filtering import unit_condition
@@ -222,7 +229,7 @@ async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[
     driver = await driver_connection(conn)
     backend = driver.get_server_pid()
     lowered = _lower_priority(conn.engine.url.host, backend)
-    batches: asyncio.Queue[list[bytes]] = asyncio.Queue(maxsize=2)
+    batches: asyncio.Queue[list[bytes] | None] = asyncio.Queue(maxsize=2)
     rest = b""
     pending: list[bytes] = []
 
@@ -241,19 +248,12 @@ async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[
         await driver.copy_from_query(compiled.string, *arguments, output=sink, format="text")
         if pending:
             await batches.put(pending[:])
+        await batches.put(None)
 
     copying = asyncio.create_task(copy())
     try:
-        while True:
-            if copying.done() and batches.empty():
-                copying.result()  # the copy's error, if it failed
-                return
-            getting = asyncio.ensure_future(batches.get())
-            await asyncio.wait((getting, copying), return_when=asyncio.FIRST_COMPLETED)
-            if getting.done():
-                yield getting.result()
-            else:
-                getting.cancel()
+        while (batch := await take(batches, copying)) is not None:
+            yield batch
     finally:
         if not copying.done():
             copying.cancel()

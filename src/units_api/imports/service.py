@@ -20,7 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import anyio
 import orjson
@@ -32,7 +32,7 @@ from units_api.errors import ValidationFailed
 from units_api.filters.parser import parse_filter
 from units_api.imports.readers import Row, open_reader
 from units_api.jobs import queue
-from units_api.jobs.work import JobContext, JobFailed
+from units_api.jobs.work import JobContext, JobFailed, take
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_predicate
@@ -47,7 +47,6 @@ READ_AHEAD = 2  # chunks read (and validated) ahead of the one being written
 _YIELD_EVERY = 10  # rows read between turns of the event loop (a chunk being written goes on)
 MAX_LISTED_ERRORS = 1000
 MODES = ("create", "upsert")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +331,7 @@ class Importer:
 
         reading = asyncio.create_task(read())
         try:
-            while (item := await _take(ready, reading)) is not None:
+            while (item := await take(ready, reading)) is not None:
                 chunk, judged, done = item
                 async with self.db.transaction() as conn:
                     if judged is None:
@@ -373,17 +372,6 @@ def _stored(record: UnitRecord, updated: bool) -> dict[str, Any]:
     if updated:
         document["version"] = record.version + 1
     return document
-
-
-async def _take(queue: asyncio.Queue[T], producer: asyncio.Task[None]) -> T:
-    """The queue's next item; the producer's error if it failed first."""
-    getting = asyncio.ensure_future(queue.get())
-    await asyncio.wait((getting, producer), return_when=asyncio.FIRST_COMPLETED)
-    if getting.done():
-        return getting.result()
-    getting.cancel()
-    producer.result()  # raises the producer's error
-    return await queue.get()  # it ended after putting its last item
 
 
 class _Refused(Exception):

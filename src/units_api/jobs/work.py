@@ -3,12 +3,13 @@ reports progress and commits checkpoints (each renews the lease, fenced on the c
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from multiprocessing.connection import Connection
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,6 +21,7 @@ from units_api.jobs.storage import Storage
 
 # How much lower a job's CPU priority is than the server's (Unix niceness).
 JOB_NICENESS = 10
+T = TypeVar("T")
 
 
 def yield_cpu(pid: int = 0, idle: bool = False) -> bool:
@@ -110,3 +112,16 @@ class JobContext:
             progress=fraction(done, total),
             lease_until=utcnow() + self.lease,
         )
+
+
+async def take(queue: asyncio.Queue[T], producer: asyncio.Task[None]) -> T:
+    """The next item a producer task put in `queue`, or the producer's error if it failed
+    before putting one. The producer ends by putting an end mark (e.g. None) that the
+    consumer stops at."""
+    getting = asyncio.ensure_future(queue.get())
+    await asyncio.wait((getting, producer), return_when=asyncio.FIRST_COMPLETED)
+    if getting.done():
+        return getting.result()
+    getting.cancel()
+    producer.result()  # raises the producer's error
+    return await queue.get()  # it ended after putting its last item
