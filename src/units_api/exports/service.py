@@ -158,8 +158,11 @@ class _Writeback:
         self._path = path
         self._fd: int | None = None
         self._written = 0
+        self._supported = True
 
     def step(self) -> None:
+        if not self._supported:
+            return
         try:
             size = os.stat(self._path).st_size
         except OSError:
@@ -174,7 +177,7 @@ class _Writeback:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
         except OSError:  # a file system or file that does not have it: left to the kernel
-            self._written = 1 << 62
+            self._supported = False
 
     def close(self) -> None:
         if self._fd is not None:
