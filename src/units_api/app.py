@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -32,6 +33,7 @@ from units_api.errors import (
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
+from units_api.http.direct import DirectRoutes
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
@@ -43,6 +45,7 @@ from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
 from units_api.units.counting import CountCache
+from units_api.units.router import ONE_UNIT_OPERATIONS
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
 from units_api.webhooks.sender import Sender
@@ -71,6 +74,17 @@ ROUTERS = (
     ops_router,
 )
 API_PREFIX = "/api/"
+# The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool.
+DATABASE_UNAVAILABLE = (
+    OperationalError,
+    InterfaceError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.TooManyConnectionsError,
+    ConnectionError,
+)
 
 
 def _method_table(app: FastAPI) -> list[tuple[re.Pattern[str], set[str]]]:
@@ -189,8 +203,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
-    app.add_exception_handler(OperationalError, _database_error)
-    app.add_exception_handler(InterfaceError, _database_error)
+    for unavailable in DATABASE_UNAVAILABLE:
+        app.add_exception_handler(unavailable, _database_error)
+    app.add_middleware(
+        DirectRoutes,
+        routes=[route for router in ROUTERS for route in router.routes],
+        operations=ONE_UNIT_OPERATIONS,
+        handlers=app.exception_handlers,
+    )
     app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
 
     def openapi() -> dict[str, Any]:

@@ -28,7 +28,7 @@ class Settings(BaseSettings):
     rate_limit: str = "6000/minute"
     auth_cache_seconds: float = Field(default=2.0, ge=0)
     db_pool_size: int = Field(default=20, ge=1)
-    db_fast_pool_size: int = Field(default=10, ge=0)
+    db_fast_pool_size: int = Field(default=20, ge=0)
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
     count_cache_size: int = Field(default=4096, ge=0)
     count_budget_ms: int = Field(default=2000, ge=0)

@@ -10,7 +10,7 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -226,7 +227,27 @@ LONE = "units_api_lone"
 EVENTS_WRITTEN = "units_api_events_written"
 
 
-async def driver_connection(conn: AsyncConnection, alone: bool = False) -> asyncpg.Connection:
+class PlainConnection:
+    """A connection of PostgreSQL's fast pool, for one operation whose statements all run on
+    the driver (`driver_connection`): one unit's create, replace, patch or delete. It has
+    what those need of an `AsyncConnection`: its dialect, an `info` dict, and a transaction,
+    begun by `driver_connection` at the first statement that needs one and ended by
+    `Database.operation`. SQLAlchemy's connection layer (checkout, options, begin, commit,
+    return) costs such an operation more than its statements (see bench/README.md)."""
+
+    dialect: Dialect = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]
+
+    def __init__(self, driver: asyncpg.Connection) -> None:
+        self.driver = driver
+        self.info: dict[str, Any] = {}
+        self.transaction: Any = None
+
+
+# An operation's connection: SQLAlchemy's, or PostgreSQL's plain one (see PlainConnection).
+Connection = AsyncConnection | PlainConnection
+
+
+async def driver_connection(conn: Connection, alone: bool = False) -> asyncpg.Connection:
     """PostgreSQL: the asyncpg connection under `conn`, inside `conn`'s transaction.
 
     The hottest statements run as prepared statements on it: the SQLAlchemy layer costs more
@@ -236,9 +257,15 @@ async def driver_connection(conn: AsyncConnection, alone: bool = False) -> async
 
     `alone`: the statement is correct on its own, outside any transaction: a read, or the
     operation's last write, which checks itself what it relies on (a version). In a
-    transaction opened as `lone` (its opener runs nothing after the operation) such a
-    statement, finding no transaction begun, runs by itself, atomic, without BEGIN and COMMIT.
+    transaction opened as `lone` (its opener runs nothing after the operation), or on a
+    PlainConnection, such a statement, finding no transaction begun, runs by itself, atomic,
+    without BEGIN and COMMIT.
     """
+    if isinstance(conn, PlainConnection):
+        if conn.transaction is None and not alone:
+            conn.transaction = conn.driver.transaction()
+            await conn.transaction.start()
+        return conn.driver
     raw = await conn.get_raw_connection()
     adapted: Any = raw.dbapi_connection
     options = conn.sync_connection.get_execution_options() if conn.sync_connection else {}
@@ -247,15 +274,20 @@ async def driver_connection(conn: AsyncConnection, alone: bool = False) -> async
     return raw.driver_connection
 
 
-async def _keep_session(_connection: asyncpg.Connection) -> None:
-    """The fast pool only runs plain SELECTs, so no session state needs resetting."""
+async def _reset_session(connection: asyncpg.Connection) -> None:
+    """The fast pool runs prepared statements and transactions, never a session setting: a
+    connection only needs its transaction ended, if one is left (asyncpg's own reset would
+    cost a round trip every time)."""
+    if connection.is_in_transaction():
+        await connection.execute("ROLLBACK")
 
 
 class Database:
     """The engine plus the ways the service talks to it.
 
-    On PostgreSQL a small asyncpg pool serves the hottest single-row reads: measured, the
-    SQLAlchemy async layer costs more than the query itself there (see bench/README.md).
+    On PostgreSQL a small asyncpg pool serves the hottest operations, one unit's read and
+    writes: measured, the SQLAlchemy async layer costs more than their statements there
+    (see bench/README.md).
     """
 
     def __init__(self, engine: AsyncEngine, parallel_workers: int = 0) -> None:
@@ -280,7 +312,7 @@ class Database:
             min_size=1,
             max_size=size,
             server_settings=server_settings(self.parallel_workers),
-            reset=_keep_session,
+            reset=_reset_session,
         )
 
     @asynccontextmanager
@@ -325,6 +357,32 @@ class Database:
             if conn.info.pop(EVENTS_WRITTEN, False):
                 for listener in self.on_events:
                     listener()
+
+    @asynccontextmanager
+    async def operation(self) -> AsyncIterator[Connection]:
+        """The transaction of one lone operation whose statements all run on the driver
+        (`driver_connection`): on PostgreSQL a PlainConnection of the fast pool, elsewhere
+        (or without the pool) `transaction(lone=True)`. Committed on a clean exit, rolled
+        back on any error."""
+        if self.fast_pool is None:
+            async with self.transaction(lone=True) as conn:
+                yield conn
+            return
+        async with self.fast_pool.acquire() as driver:
+            plain = PlainConnection(driver)
+            try:
+                yield plain
+            except BaseException:
+                if plain.transaction is not None:
+                    # A connection too broken to roll back is closed by the pool instead.
+                    with suppress(Exception):
+                        await plain.transaction.rollback()
+                raise
+            if plain.transaction is not None:
+                await plain.transaction.commit()
+        if plain.info.pop(EVENTS_WRITTEN, False):
+            for listener in self.on_events:
+                listener()
 
     async def dispose(self) -> None:
         if self.fast_pool is not None:

@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from units_api.db import Database, utcnow
+from units_api.db import Connection, Database, utcnow
 from units_api.errors import IdempotencyInFlight, IdempotencyMismatch, InvalidHeader
 from units_api.http.tables import idempotency_keys as table
 
@@ -39,6 +39,8 @@ _KEPT_HEADERS = ("content-type", "location", "etag")
 _ABANDONED_AFTER = timedelta(minutes=2)
 
 Operation = Callable[[AsyncConnection], Awaitable[Response]]
+# An operation whose statements all run on the driver (see Database.operation).
+DriverOperation = Callable[[Connection], Awaitable[Response]]
 
 
 def _valid_key(key: str) -> str:
@@ -68,11 +70,25 @@ class Idempotency:
         self, request: Request, owner: str, body: bytes, operation: Operation
     ) -> Response:
         """Run `operation` in one transaction, honouring the request's Idempotency-Key."""
-        raw_key = request.headers.get(HEADER)
-        if raw_key is None:
+        if request.headers.get(HEADER) is None:
             async with self._db.transaction(lone=True) as conn:
                 return await operation(conn)
-        key = _valid_key(raw_key)
+        return await self._run_with_key(request, owner, body, operation)
+
+    async def run_on_driver(
+        self, request: Request, owner: str, body: bytes, operation: DriverOperation
+    ) -> Response:
+        """`run` for an operation whose statements all run on the driver: without a key, in
+        `Database.operation` (with one, its response is stored in the same transaction)."""
+        if request.headers.get(HEADER) is None:
+            async with self._db.operation() as conn:
+                return await operation(conn)
+        return await self._run_with_key(request, owner, body, operation)
+
+    async def _run_with_key(
+        self, request: Request, owner: str, body: bytes, operation: Operation
+    ) -> Response:
+        key = _valid_key(request.headers[HEADER])
         fingerprint = request_fingerprint(request.method, request.url.path, body)
         replay = await self._claim(owner, key, fingerprint)
         if replay is not None:

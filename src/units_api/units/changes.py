@@ -30,7 +30,7 @@ from sqlalchemy import bindparam, delete, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import EVENTS_WRITTEN, driver_connection, utcnow, uuid7
+from units_api.db import EVENTS_WRITTEN, Connection, driver_connection, utcnow, uuid7
 from units_api.errors import Forbidden
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
@@ -135,7 +135,7 @@ def prepare(
 
 
 async def write(
-    conn: AsyncConnection,
+    conn: Connection,
     kind: Kind,
     batch: Sequence[Change],
     actor: dict[str, Any],
@@ -153,11 +153,11 @@ async def write(
         await write_rows(conn, prepare(kind, batch, actor, admit), last)
 
 
-async def write_rows(conn: AsyncConnection, rows: Rows, last: bool = False) -> None:
+async def write_rows(conn: Connection, rows: Rows, last: bool = False) -> None:
     if not rows.history:
         return
     conn.info[EVENTS_WRITTEN] = True
-    if conn.dialect.name != "postgresql":
+    if isinstance(conn, AsyncConnection) and conn.dialect.name != "postgresql":
         await _write_sqlite(conn, rows)
         return
     copy = rows.kind == "insert" and len(rows.units) >= COPY_FROM

@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, driver_connection, utcnow
+from units_api.db import Connection, Database, driver_connection, utcnow
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
@@ -46,11 +46,11 @@ _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id 
 
 
 async def fetch_current(
-    conn: AsyncConnection, unit_id: uuid.UUID, lock: bool = True
+    conn: Connection, unit_id: uuid.UUID, lock: bool = True
 ) -> Mapping[Any, Any] | None:
     """The current record; with `lock`, locked until the transaction ends (SQLite's writer
     holds its lock in any case)."""
-    if conn.dialect.name == "postgresql":
+    if not isinstance(conn, AsyncConnection) or conn.dialect.name == "postgresql":
         # The write that follows runs on the same connection (units.changes): one prepared
         # statement each, without the SQLAlchemy layer.
         driver = await driver_connection(conn, alone=not lock)

@@ -15,6 +15,7 @@ from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
 from units_api.config import DEFAULTS
 from units_api.context import app_context
+from units_api.db import Connection
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.http import docs
 from units_api.http.body import JSON, MERGE_PATCH, read_json
@@ -41,10 +42,22 @@ from units_api.validation import parse_model
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
 StateAction = Callable[[AsyncConnection, uuid.UUID, Any, Principal, str | None], Awaitable[Written]]
 Update = Callable[
-    [AsyncConnection, uuid.UUID, Any, str | None, Principal, Vocabularies],
+    [Connection, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
 ]
 
+# One unit's operations: the busiest, served without the framework's routing layers
+# (http/direct.py); each endpoint takes only its path parameters and the request.
+ONE_UNIT_OPERATIONS = (
+    "createUnit",
+    "getUnit",
+    "replaceUnit",
+    "patchUnit",
+    "deleteUnit",
+    "listUnitHistory",
+    "runPublishingAction",
+    "runAvailabilityAction",
+)
 HISTORY_LIMIT = Limit(default=50, maximum=200)
 UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
@@ -157,11 +170,13 @@ async def create_unit(
     context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
 
-    async def operation(conn: Any) -> Response:
+    async def operation(conn: Connection) -> Response:
         written = await service.create(conn, body.value, principal, context.settings.vocabularies)
         return _unit_response(written, 201)
 
-    return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
+    return await context.idempotency.run_on_driver(
+        request, str(principal.key_id), body.raw, operation
+    )
 
 
 @router.post(
@@ -314,7 +329,7 @@ async def _update(
     context = app_context(request)
     expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
-    async with context.db.transaction(lone=True) as conn:
+    async with context.db.operation() as conn:
         written = await apply(
             conn,
             unit_id,
@@ -370,7 +385,7 @@ async def delete_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
     expected = if_match(request.headers)
-    async with context.db.transaction() as conn:
+    async with context.db.operation() as conn:
         await service.delete(conn, id, expected, principal)
     return Response(status_code=204)
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, format_time, utcnow, uuid7
+from units_api.db import Connection, Database, format_time, utcnow, uuid7
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
@@ -83,9 +83,7 @@ def _admit(who: Caller) -> changes.Admit | None:
     return None if who.policy_tree is None else unit_predicate(who.policy_tree)
 
 
-async def create(
-    conn: AsyncConnection, body: Any, who: Caller, vocabularies: Vocabularies
-) -> Written:
+async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabularies) -> Written:
     fields = validate_unit(body, vocabularies)
     now = utcnow()
     record = UnitRecord(
@@ -111,7 +109,7 @@ async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int
 
 
 async def _read(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller, lock: bool
+    conn: Connection, unit_id: uuid.UUID, if_match: str | None, who: Caller, lock: bool
 ) -> UnitRecord:
     """The unit as the caller may see it; with `lock`, locked until the transaction ends."""
     row = await repository.fetch_current(conn, unit_id, lock)
@@ -124,7 +122,7 @@ async def _read(
 
 
 async def locked(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
+    conn: Connection, unit_id: uuid.UUID, if_match: str | None, who: Caller
 ) -> UnitRecord:
     """The unit as the caller may see it, locked for the rest of the transaction."""
     return await _read(conn, unit_id, if_match, who, lock=True)
@@ -137,7 +135,7 @@ _OPTIMISTIC = (False, False, True)
 
 
 async def _update(
-    conn: AsyncConnection,
+    conn: Connection,
     unit_id: uuid.UUID,
     if_match: str | None,
     who: Caller,
@@ -162,7 +160,7 @@ async def _update(
 
 
 async def replace(
-    conn: AsyncConnection,
+    conn: Connection,
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
@@ -177,7 +175,7 @@ async def replace(
 
 
 async def patch(
-    conn: AsyncConnection,
+    conn: Connection,
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
@@ -196,9 +194,7 @@ async def patch(
     return await _update(conn, unit_id, if_match, who, "patch", merged)
 
 
-async def delete(
-    conn: AsyncConnection, unit_id: uuid.UUID, if_match: str | None, who: Caller
-) -> None:
+async def delete(conn: Connection, unit_id: uuid.UUID, if_match: str | None, who: Caller) -> None:
     record = await locked(conn, unit_id, if_match, who)
     await changes.write(conn, "delete", [changes.deleted(record)], who.actor)
 
@@ -231,7 +227,7 @@ async def history(
 
 
 async def save_state(
-    conn: AsyncConnection,
+    conn: Connection,
     record: UnitRecord,
     who: Caller,
     action: str,
