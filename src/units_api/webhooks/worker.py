@@ -50,6 +50,10 @@ FAILING_WINDOW = timedelta(hours=24)
 # A claim outlives the longest attempt (the send timeout) by this much.
 LEASE_MARGIN = 10.0
 RECORD_PAUSE = 0.005
+# Steps over new events (numbering, fan-out) start at least this far apart: under a stream
+# of writes every commit wakes the worker, and a step per commit would cost the writes more
+# than it delivers sooner (the first attempt's target is a second after the commit).
+EVENTS_STEP_GAP = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,6 +337,9 @@ async def run_forever(
     try:
         while not stop.is_set():
             new_events = wake.is_set() or time.monotonic() - looked >= poll
+            early = looked + EVENTS_STEP_GAP - time.monotonic()
+            if new_events and early > 0:
+                await wait_any((stop,), early)  # what is written meanwhile joins this step
             wake.clear()
             deliverer.done.clear()
             try:
