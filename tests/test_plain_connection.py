@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conftest import Api
+from tests.conftest import Api, start_api
 from tests.http.test_errors import assert_problem
+from units_api.config import Settings
 from units_api.db import Database, PlainConnection, create_engine, driver_connection
 from units_api.sample_data import fake_unit
 from units_api.units import service
@@ -120,3 +121,20 @@ async def test_an_unreachable_fast_pool_is_a_503(pg_api: Api) -> None:
     assert_problem(response, 503)
     assert response.headers["retry-after"] == "1"
     assert_problem(await pg_api.request("PATCH", path, json={"price": 3}), 503)
+
+
+async def test_without_the_fast_pool_writes_use_sqlalchemy(
+    postgres_url: str, files_dir: str
+) -> None:
+    settings = Settings(
+        database_url=postgres_url, access_log=False, db_fast_pool_size=0, files_dir=files_dir
+    )
+    async for api in start_api(settings):
+        assert api.context.db.fast_pool is None
+        unit = await api.create_unit(price=10)
+        path = f"/api/v2/units/{unit['id']}"
+        patched = await api.request("PATCH", path, json={"price": 11})
+        assert patched.status_code == 200 and patched.json()["price"] == 11
+        assert (await api.request("GET", path)).json()["version"] == 2
+        assert (await api.request("DELETE", path)).status_code == 204
+        assert (await api.request("GET", path)).status_code == 404

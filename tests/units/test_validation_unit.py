@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 
 import pytest
@@ -9,6 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from units_api.errors import ValidationFailed
+from units_api.http.json import dumps, loads
+from units_api.sample_data import fake_unit
+from units_api.units.schemas import EDITABLE_FIELDS, UnitWrite
 from units_api.units.validation import check_patch_keys, validate_unit
 from units_api.validation import format_path
 
@@ -77,3 +81,27 @@ def test_patch_keys_catch_unknown_fields_before_null_hides_them() -> None:
         check_patch_keys({"notes": None, "expense": {"amount": None}, "price": 1})
     assert {e["field"] for e in caught.value.errors} == {"notes", "expense.amount"}
     check_patch_keys({"unitDesc": None, "id": "x", "version": 3})
+
+
+_SPARSE = st.sampled_from([None, []])
+
+
+@given(
+    seed=st.integers(0, 10_000),
+    cleared=st.lists(st.sampled_from(EDITABLE_FIELDS), max_size=8),
+    emptied=_SPARSE,
+)
+def test_the_fields_are_exactly_what_the_model_dumps(
+    seed: int, cleared: list[str], emptied: object
+) -> None:
+    """`validate_unit` copies the validated models' values rather than dumping them: the same
+    data, types and key order, nested items included."""
+    body = loads(dumps(fake_unit(random.Random(seed))))
+    for name in cleared:
+        if name not in ("name", "type"):
+            body[name] = emptied if isinstance(body.get(name), list) else None
+    expected = UnitWrite.model_validate(body).model_dump(include=set(EDITABLE_FIELDS))
+    fields = validate_unit(body)
+    assert fields == expected
+    assert dumps(fields) == dumps(expected)
+    assert list(fields) == list(EDITABLE_FIELDS)

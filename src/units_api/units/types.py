@@ -42,6 +42,9 @@ def _number(value: Any) -> Decimal | int:
 
 
 def _amount(value: Any) -> Decimal | int:
+    if type(value) is int and 0 <= value <= NUMBER_MAX:  # the common case, in one call
+        whole: int = value
+        return whole
     number = _number(value)
     if number < 0:
         raise ValueError("must be greater than or equal to 0")
@@ -49,6 +52,9 @@ def _amount(value: Any) -> Decimal | int:
 
 
 def _whole(value: Any) -> int:
+    if type(value) is int and 0 <= value <= NUMBER_MAX:
+        whole: int = value
+        return whole
     number = _amount(value)
     if number != int(number):
         raise ValueError("must be a whole number")

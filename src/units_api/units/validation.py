@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, TypeGuard
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from units_api.errors import ValidationFailed
 from units_api.units.schemas import EDITABLE_FIELDS, OBJECT_FIELDS, SERVER_FIELDS, UnitWrite
@@ -22,7 +22,6 @@ VOCABULARY_PATHS: dict[str, tuple[str | None, str]] = {
     "service": ("readings", "service"),
 }
 _EXTRA_UOM_ARRAY = "floorsPlan"
-_EDITABLE = set(EDITABLE_FIELDS)
 
 
 def _is_number(value: Any) -> TypeGuard[int | Decimal | float]:
@@ -88,6 +87,23 @@ def _vocabulary_errors(
                 yield path, f"must be one of: {', '.join(allowed)}"
 
 
+def _fields(model: UnitWrite) -> dict[str, Any]:
+    """The editable fields as plain data, as `model_dump(include=...)` gives them, at a fifth
+    of its cost: the unit's models have no aliases or serializers, and a nested model (a
+    location, an expense, a list's items) holds only plain values, so each model's own values
+    are copied as they are."""
+    values = model.__dict__
+    fields: dict[str, Any] = {}
+    for name in EDITABLE_FIELDS:
+        value = values[name]
+        if isinstance(value, BaseModel):
+            value = dict(value.__dict__)
+        elif type(value) is list and value and isinstance(value[0], BaseModel):
+            value = [dict(item.__dict__) for item in value]
+        fields[name] = value
+    return fields
+
+
 def validate_unit(
     body: Any, vocabularies: Mapping[str, tuple[str, ...]] | None = None
 ) -> dict[str, Any]:
@@ -105,7 +121,7 @@ def validate_unit(
     errors.extend(_vocabulary_errors(body, vocabularies or {}))
     if errors or model is None:
         raise ValidationFailed(dict.fromkeys(errors))
-    return model.model_dump(include=_EDITABLE)
+    return _fields(model)
 
 
 def check_patch_keys(patch: Mapping[str, Any]) -> None:
