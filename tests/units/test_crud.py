@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from tests.conftest import Api, unit_body
 from units_api.events.tables import events
 from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.tables import units
 
 UUID7 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -304,3 +305,51 @@ async def test_failed_write_leaves_no_trace(api: Api) -> None:
     async with api.context.db.read() as conn:
         after = (await conn.execute(select(func.count()).select_from(events))).scalar_one()
     assert after == before
+
+
+async def test_the_number_columns_hold_the_exact_numbers(pg_api: Api) -> None:
+    """Filters and sorts read the columns: a single write (one row of parameters) and a bulk
+    one (arrays) store the numbers exactly, as the record shows them."""
+    raw = (
+        b'{"name":"N","type":"office","price":999999999999999.12345678901234567890,'
+        b'"surface":0.1,"maxPrice":1e3,"startingPrice":0}'
+    )
+    created = await pg_api.request(
+        "POST", "/api/v2/units/", content=raw, headers={"content-type": "application/json"}
+    )
+    assert created.status_code == 201, created.text
+    unit_id = uuid.UUID(created.json()["id"])
+
+    async def columns() -> tuple[Decimal, ...]:
+        async with pg_api.context.db.read() as conn:
+            query = select(
+                units.c.price, units.c.surface, units.c.max_price, units.c.starting_price
+            ).where(units.c.id == unit_id)
+            return tuple((await conn.execute(query)).one())
+
+    assert await columns() == (
+        Decimal("999999999999999.12345678901234567890"),
+        Decimal("0.1"),
+        Decimal("1000"),
+        Decimal("0"),
+    )
+    patched = await pg_api.request(
+        "PATCH",
+        f"/api/v2/units/{unit_id}",
+        content=b'{"surface":12.5e-3}',
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert patched.status_code == 200, patched.text
+    assert (await columns())[1] == Decimal("0.0125")
+    other = await pg_api.create_unit(price=1)
+    bulk = await pg_api.request(
+        "PUT",
+        "/api/v2/units/bulk/update",
+        content=b'{"units":[{"id":"%s","price":0.00000000000000000001},'
+        b'{"id":"%s","price":2}],"atomic":true}' % (str(unit_id).encode(), other["id"].encode()),
+        headers={"content-type": "application/json"},
+    )
+    assert bulk.status_code == 200, bulk.text
+    assert (await columns())[0] == Decimal("1E-20")
+    found = await pg_api.request("GET", "/api/v2/units/", params={"p": "price==1e-20"})
+    assert [unit["id"] for unit in found.json()["data"]] == [str(unit_id)]
