@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from units_api.errors import ValidationFailed
-from units_api.http.json import dumps, loads
+from units_api.http.json import dumps, load_stored, loads
 from units_api.sample_data import fake_unit
+from units_api.units.merge_patch import merge_patch
 from units_api.units.schemas import EDITABLE_FIELDS, UnitWrite
-from units_api.units.validation import check_patch_keys, validate_unit
+from units_api.units.validation import check_patch_keys, validate_patched, validate_unit
 from units_api.validation import format_path
 
 
@@ -105,3 +106,55 @@ def test_the_fields_are_exactly_what_the_model_dumps(
     assert fields == expected
     assert dumps(fields) == dumps(expected)
     assert list(fields) == list(EDITABLE_FIELDS)
+
+
+_JUNK = st.one_of(
+    st.none(),
+    st.integers(-3, 3),
+    st.decimals(min_value=-10, max_value=10**16, places=3, allow_nan=False),
+    st.text(max_size=3),
+    st.just("\x00"),
+    st.just("not a url"),
+    st.booleans(),
+    st.lists(st.one_of(st.integers(-1, 1), st.text(max_size=2)), max_size=2),
+    st.dictionaries(
+        st.sampled_from(["type", "coordinates", "name", "value", "featureNumber", "x"]),
+        st.one_of(st.integers(-200, 200), st.text(max_size=2), st.just("Point")),
+        max_size=3,
+    ),
+)
+
+
+@given(
+    stored_seed=st.integers(0, 10_000),
+    other_seed=st.integers(0, 10_000),
+    patch_spec=st.dictionaries(
+        st.sampled_from(EDITABLE_FIELDS), st.one_of(st.just("other"), _JUNK), max_size=5
+    ),
+    vocabularies=st.sampled_from([None, {"type": ("villa", "apartment"), "uom": ("m2",)}]),
+)
+def test_a_patch_is_judged_as_the_whole_merged_unit(
+    stored_seed: int,
+    other_seed: int,
+    patch_spec: dict[str, object],
+    vocabularies: dict[str, tuple[str, ...]] | None,
+) -> None:
+    """Validating only the patched fields (and the rules across fields) of a stored unit
+    gives what validating the whole merged unit gives: the same fields, or the same errors."""
+    # As a stored unit is read back: its document parsed again.
+    document = load_stored(dumps(validate_unit(fake_unit(random.Random(stored_seed)))).decode())
+    stored = {name: document.get(name) for name in EDITABLE_FIELDS}
+    other = validate_unit(loads(dumps(fake_unit(random.Random(other_seed)))))
+    patch = {name: other[name] if value == "other" else value for name, value in patch_spec.items()}
+    outcomes = []
+    for judge in (
+        lambda: validate_unit(merge_patch(stored, patch), vocabularies),
+        lambda: validate_patched(stored, patch, vocabularies),
+    ):
+        try:
+            fields = judge()
+        except ValidationFailed as failed:
+            outcomes.append(("failed", [(e["field"], e["message"]) for e in failed.errors]))
+        else:
+            outcomes.append(("valid", dumps(fields)))
+    assert outcomes[0] == outcomes[1]

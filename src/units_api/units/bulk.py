@@ -20,11 +20,10 @@ from units_api.filters.parser import parse_filter
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_condition
-from units_api.units.merge_patch import merge_patch
 from units_api.units.record import UnitRecord, diff
 from units_api.units.schemas import EDITABLE_FIELDS, MAX_MATCHED, BulkByFilter, BulkItems
 from units_api.units.service import Caller, Vocabularies
-from units_api.units.validation import check_patch_keys, validate_unit
+from units_api.units.validation import check_patch_keys, validate_patched
 from units_api.validation import parse_model
 
 MAX_LISTED_ERRORS = 100
@@ -83,7 +82,7 @@ def _parse_items(spec: BulkItems) -> tuple[list[_Item], dict[int, dict[str, Any]
 def _merge(item: _Item, record: UnitRecord, vocabularies: Vocabularies) -> dict[str, Any]:
     check_patch_keys(item.patch)
     editable = {key: value for key, value in item.patch.items() if key in EDITABLE_FIELDS}
-    return validate_unit(merge_patch(record.fields, editable), vocabularies)
+    return validate_patched(record.fields, editable, vocabularies)
 
 
 async def _plan(

@@ -24,7 +24,6 @@ from units_api.http.paging import INTEGER, Keyset
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_predicate
-from units_api.units.merge_patch import merge_patch
 from units_api.units.record import (
     UnitRecord,
     diff,
@@ -32,7 +31,7 @@ from units_api.units.record import (
     new_publishing,
 )
 from units_api.units.schemas import EDITABLE_FIELDS
-from units_api.units.validation import check_patch_keys, validate_unit
+from units_api.units.validation import check_patch_keys, validate_patched, validate_unit
 
 Vocabularies = Mapping[str, tuple[str, ...]]
 # History pages newest first, after the last entry's id.
@@ -189,7 +188,7 @@ async def patch(
     editable = {key: value for key, value in body.items() if key in EDITABLE_FIELDS}
 
     def merged(record: UnitRecord) -> dict[str, Any]:
-        return validate_unit(merge_patch(record.fields, editable), vocabularies)
+        return validate_patched(record.fields, editable, vocabularies)
 
     return await _update(conn, unit_id, if_match, who, "patch", merged)
 

@@ -6,10 +6,17 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 from typing import Any, TypeGuard
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from units_api.errors import ValidationFailed
-from units_api.units.schemas import EDITABLE_FIELDS, OBJECT_FIELDS, SERVER_FIELDS, UnitWrite
+from units_api.units.merge_patch import merge_patch
+from units_api.units.schemas import (
+    EDITABLE_FIELDS,
+    OBJECT_FIELDS,
+    SERVER_FIELDS,
+    UnitFields,
+    UnitWrite,
+)
 from units_api.validation import pydantic_errors
 
 # Where each vocabulary field lives: top level, or inside elements of an array.
@@ -87,21 +94,34 @@ def _vocabulary_errors(
                 yield path, f"must be one of: {', '.join(allowed)}"
 
 
+def _field_model(name: str) -> type[BaseModel]:
+    """A model of one editable field, declared exactly as in the unit's model."""
+    info = UnitFields.model_fields[name]
+    config = ConfigDict(extra="forbid")
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        f"UnitField_{name}", __config__=config, **{name: (info.annotation, info)}
+    )
+    return model
+
+
+_FIELD_MODELS = {name: _field_model(name) for name in EDITABLE_FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return dict(value.__dict__)
+    if type(value) is list and value and isinstance(value[0], BaseModel):
+        return [dict(item.__dict__) for item in value]
+    return value
+
+
 def _fields(model: UnitWrite) -> dict[str, Any]:
     """The editable fields as plain data, as `model_dump(include=...)` gives them, at a fifth
     of its cost: the unit's models have no aliases or serializers, and a nested model (a
     location, an expense, a list's items) holds only plain values, so each model's own values
     are copied as they are."""
     values = model.__dict__
-    fields: dict[str, Any] = {}
-    for name in EDITABLE_FIELDS:
-        value = values[name]
-        if isinstance(value, BaseModel):
-            value = dict(value.__dict__)
-        elif type(value) is list and value and isinstance(value[0], BaseModel):
-            value = [dict(item.__dict__) for item in value]
-        fields[name] = value
-    return fields
+    return {name: _plain(values[name]) for name in EDITABLE_FIELDS}
 
 
 def validate_unit(
@@ -116,12 +136,46 @@ def validate_unit(
         model = UnitWrite.model_validate(body)
     except ValidationError as exc:
         errors.extend(pydantic_errors(exc))
-    errors.extend(_range_errors(body))
-    errors.extend(_location_errors(body))
-    errors.extend(_vocabulary_errors(body, vocabularies or {}))
+    errors.extend(_cross_field_errors(body, vocabularies))
     if errors or model is None:
         raise ValidationFailed(dict.fromkeys(errors))
     return _fields(model)
+
+
+def _cross_field_errors(
+    body: Mapping[str, Any], vocabularies: Mapping[str, tuple[str, ...]] | None
+) -> Iterator[tuple[str, str]]:
+    yield from _range_errors(body)
+    yield from _location_errors(body)
+    yield from _vocabulary_errors(body, vocabularies or {})
+
+
+def validate_patched(
+    fields: dict[str, Any],
+    patch: Mapping[str, Any],
+    vocabularies: Mapping[str, tuple[str, ...]] | None = None,
+) -> dict[str, Any]:
+    """A stored unit's editable `fields` after a merge patch of editable fields, validated
+    as `validate_unit` would validate the merged unit: the patched fields one by one (the
+    others passed when they were stored), then the rules across fields on the whole."""
+    merged = merge_patch(fields, patch)
+    errors: list[tuple[str, str]] = []
+    result = dict(fields)
+    for name in EDITABLE_FIELDS:
+        if name not in patch:
+            continue
+        try:
+            model = _FIELD_MODELS[name].model_validate(
+                {name: merged[name]} if name in merged else {}
+            )
+        except ValidationError as exc:
+            errors.extend(pydantic_errors(exc))
+            continue
+        result[name] = _plain(model.__dict__[name])
+    errors.extend(_cross_field_errors(merged, vocabularies))
+    if errors:
+        raise ValidationFailed(dict.fromkeys(errors))
+    return {name: result.get(name) for name in EDITABLE_FIELDS}
 
 
 def check_patch_keys(patch: Mapping[str, Any]) -> None:
