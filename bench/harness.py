@@ -84,6 +84,31 @@ def peak_rss_mb(pid: int) -> float:
     return total / 1024
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user and system) a process has used; 0 if it is gone or unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds used by a server and its children (workers, job processes)."""
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return sum(_process_cpu(each) for each in [pid, *(int(p) for p in children.stdout.split())])
+
+
+def postgres_cpu_seconds() -> float | None:
+    """CPU seconds used by the local PostgreSQL's processes (None: none readable here)."""
+    found = subprocess.run(["pgrep", "-x", "postgres"], capture_output=True, text=True)
+    pids = [int(p) for p in found.stdout.split()]
+    return sum(_process_cpu(pid) for pid in pids) if pids else None
+
+
 def _seconds(text: str) -> float:
     match = re.match(r"([\d.]+)(us|ms|s|m)", text)
     assert match, text

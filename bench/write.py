@@ -29,8 +29,10 @@ from harness import (
     DEFAULT_DATABASE,
     HERE,
     RESULTS,
+    cpu_seconds,
     free_port,
     peak_rss_mb,
+    postgres_cpu_seconds,
     recreate_database,
     run_wrk,
     start_server,
@@ -125,22 +127,32 @@ def main() -> None:
             data = unit_file if mode == "create" else ids_file
             runs: dict[str, list[dict[str, float]]] = {"service": [], "bare": []}
             for _ in range(args.runs):
-                for which, where in (("service", port), ("bare", bare_port)):
-                    runs[which].append(
-                        run_wrk(
-                            f"http://127.0.0.1:{where}",
-                            key,
-                            connections=args.connections,
-                            duration=args.duration,
-                            threads=args.threads,
-                            script="units.lua",
-                            script_args=(mode, str(data)),
-                        )
+                for which, where, pid in (
+                    ("service", port, server.pid),
+                    ("bare", bare_port, bare.pid),
+                ):
+                    cpu, pg_cpu = cpu_seconds(pid), postgres_cpu_seconds()
+                    figures = run_wrk(
+                        f"http://127.0.0.1:{where}",
+                        key,
+                        connections=args.connections,
+                        duration=args.duration,
+                        threads=args.threads,
+                        script="units.lua",
+                        script_args=(mode, str(data)),
                     )
+                    # CPU per request: steadier than rates on a shared machine.
+                    served = figures["rps"] * args.duration
+                    figures["cpu_us"] = (cpu_seconds(pid) - cpu) / served * 1e6
+                    pg_after = postgres_cpu_seconds()
+                    if pg_cpu is not None and pg_after is not None:
+                        figures["pg_cpu_us"] = (pg_after - pg_cpu) / served * 1e6
+                    runs[which].append(figures)
             for which, target in (("service", "scenarios"), ("bare", "bare")):
                 report[target][name] = {
                     metric: statistics.median(run[metric] for run in runs[which])
                     for metric in runs[which][0]
+                    if all(metric in run for run in runs[which])
                 }
         report["peak_rss_mb"] = peak_rss_mb(server.pid)
         report["bare_peak_rss_mb"] = peak_rss_mb(bare.pid)
@@ -182,6 +194,15 @@ def print_report(report: dict[str, Any]) -> None:
             f"{figures['p99_ms']:>9.2f}{figures['non_2xx']:>9,.0f}"
             f"{bare['rps']:>9,.0f}{bare['p99_ms']:>10.2f}{figures['rps'] / bare['rps']:>8.2f}"
         )
+    print("CPU per request, us (server process; PostgreSQL's processes):")
+    for name, figures in report["scenarios"].items():
+        bare = report["bare"][name]
+        pg = (
+            f"; PostgreSQL {figures['pg_cpu_us']:,.0f} (bare {bare['pg_cpu_us']:,.0f})"
+            if "pg_cpu_us" in figures and "pg_cpu_us" in bare
+            else ""
+        )
+        print(f"  {name:<18} server {figures['cpu_us']:,.0f} (bare {bare['cpu_us']:,.0f}){pg}")
     print(
         f"peak RSS: server {report['peak_rss_mb']:.0f} MB, bare {report['bare_peak_rss_mb']:.0f} MB"
     )
