@@ -336,14 +336,12 @@ async def run_forever(
     looked = -poll
     try:
         while not stop.is_set():
-            new_events = wake.is_set() or time.monotonic() - looked >= poll
-            early = looked + EVENTS_STEP_GAP - time.monotonic()
-            if new_events and early > 0:
-                await wait_any((stop,), early)  # what is written meanwhile joins this step
-            wake.clear()
+            since = time.monotonic() - looked
+            new_events = (wake.is_set() and since >= EVENTS_STEP_GAP) or since >= poll
             deliverer.done.clear()
             try:
                 if new_events:
+                    wake.clear()
                     looked = time.monotonic()
                     # Waiting on a step under way elsewhere (milliseconds) rather than
                     # leaving to it what committed after its snapshot: the first attempt
@@ -353,7 +351,13 @@ async def run_forever(
                 await deliverer.step()
             except Exception:
                 log.exception("webhook delivery failed; retrying")
-            await wait_any((wake, deliverer.done, stop), poll)
+            if wake.is_set():
+                # Events written since the last step wait out the gap (what is written
+                # meanwhile joins them); finished sends are still recorded as they come.
+                rest = max(0.0, looked + EVENTS_STEP_GAP - time.monotonic())
+                await wait_any((deliverer.done, stop), rest)
+            else:
+                await wait_any((wake, deliverer.done, stop), poll)
             if deliverer.done.is_set() and not wake.is_set():
                 # Sends finish one by one: gather a few before recording them together.
                 await asyncio.sleep(RECORD_PAUSE)
