@@ -58,6 +58,9 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "قديمه")) == 1
     assert asyncio.run(count_found(empty_database, "old vil")) == 1
+    # Stemmed by 0011: an English plural, an Arabic word with its article and conjunction.
+    assert asyncio.run(count_found(empty_database, "villas")) == 1
+    assert asyncio.run(count_found(empty_database, "والقديمة")) == 1
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0

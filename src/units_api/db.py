@@ -24,6 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from units_api.search.words import sqlite_relevance
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -166,6 +168,12 @@ def async_url(url: str) -> URL:
     return parsed
 
 
+# Functions SQLite statements call, defined in Python beside their PostgreSQL SQL.
+SQLITE_FUNCTIONS: tuple[tuple[str, int, Callable[..., Any]], ...] = (
+    ("units_relevance", 2, sqlite_relevance),
+)
+
+
 def _tune_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
@@ -182,6 +190,8 @@ def _tune_sqlite(engine: AsyncEngine) -> None:
         ):
             cursor.execute(f"PRAGMA {pragma}")
         cursor.close()
+        for name, arguments, function in SQLITE_FUNCTIONS:
+            dbapi_conn.create_function(name, arguments, function, deterministic=True)
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Any) -> None:

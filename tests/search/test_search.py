@@ -16,6 +16,8 @@ from tests.conftest import Api, start_api
 from units_api.config import Settings
 from units_api.sample_data import fake_unit
 from units_api.search.normalize import query_tokens, record_tokens
+from units_api.search.stem import stem
+from units_api.search.words import index_text
 
 
 async def search(api: Api, scope: str, q: str) -> set[str]:
@@ -45,6 +47,42 @@ async def test_arabic_and_english_queries(api: Api) -> None:
     assert await search(api, scope, "  ,. ") == {flat["id"], city["id"], cafe["id"]}
 
 
+async def test_stemmed_forms_find_each_other(api: Api) -> None:
+    """The contract's examples (section 5): articles, attached prepositions, suffixes and
+    English stems, on both sides; a preposition is dropped only before 3 letters."""
+    scope = f"s-{uuid.uuid4().hex[:8]}"
+    texts = {
+        "cairo": "شقة في القاهرة",
+        "in_cairo": "تقع بالقاهرة",
+        "and_cairo": "والقاهرة الجديدة",
+        "garden": "فيلا بحديقة",
+        "the_garden": "تطل على الحديقة",
+        "lake": "إطلالة على البحيرة",
+        "free": "دخول حر",
+        "sea": "قرب البحر",
+        "flat": "Sunny apartment",
+        "gardens": "Two gardens",
+        "penthouse": "Penthouse with roof",
+    }
+    ids = {}
+    for key, text in texts.items():
+        unit = await api.create_unit(name="Listing", unitDescAr=text, subProjectId=scope)
+        ids[key] = unit["id"]
+
+    def found(*keys: str) -> set[str]:
+        return {ids[key] for key in keys}
+
+    assert await search(api, scope, "قاهرة") == found("cairo", "in_cairo", "and_cairo")
+    assert await search(api, scope, "القاهرة") == found("cairo", "in_cairo", "and_cairo")
+    assert await search(api, scope, "حديقة") == found("garden", "the_garden")
+    assert await search(api, scope, "بحيرة") == found("lake")
+    assert await search(api, scope, "بحر") == found("sea")  # not حر
+    assert await search(api, scope, "apartments") == found("flat")
+    assert await search(api, scope, "garden") == found("gardens")
+    assert await search(api, scope, "pentho") == found("penthouse")
+    assert await search(api, scope, "قاه") == found("cairo", "in_cairo", "and_cairo")
+
+
 async def test_search_follows_updates_and_deletes(api: Api) -> None:
     scope = f"s-{uuid.uuid4().hex[:8]}"
     unit = await api.create_unit(name="Old Name", subProjectId=scope)
@@ -62,11 +100,12 @@ async def test_search_text_has_a_length_limit(api: Api) -> None:
 
 
 def reference(records: list[dict[str, Any]], q: str) -> set[str]:
+    """A word matches a lexeme that is its stem or starts with the word as typed."""
     words = query_tokens(q)
     found = set()
     for record in records:
-        have = record_tokens(record)
-        if all(any(token.startswith(word) for token in have) for word in words):
+        have = index_text(record).lexemes
+        if all(any(t == stem(w) or t.startswith(w) for t in have) for w in words):
             found.add(record["id"])
     return found
 

@@ -1,8 +1,9 @@
 """The search index, per dialect: SQLite FTS5, PostgreSQL tsvector with GIN.
 
-Both hold the same normalised words of each unit and match every query word as a word or a
-word prefix, so they give the same answers. Its rows are written with the unit's, by the unit
-change writer (units/changes.py).
+Both hold the same lexemes of each unit (search.words) and match every query word by its
+stem or as a prefix of a lexeme, so they give the same answers; both keep the unit's
+`ranking` words beside them, unindexed, which relevance reads for the matches only. Its rows
+are written with the unit's, by the unit change writer (units/changes.py).
 """
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     BindParameter,
+    Boolean,
     ColumnElement,
+    Integer,
     ScalarSelect,
     Subquery,
     TextClause,
     Uuid,
     any_,
     bindparam,
+    case,
+    cast,
     column,
     func,
     select,
@@ -26,12 +32,19 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlalchemy.dialects.postgresql import TSQUERY, TSVECTOR
 
 from units_api.db import UTCDateTime
 from units_api.search.normalize import query_tokens
+from units_api.search.words import NAME_MARK, WRITTEN_WEIGHT, Term, terms
 
 # The columns queries read (created_at exists on PostgreSQL only; migration 0005).
-_SEARCH = table("unit_search", column("unit_id", Uuid()), column("created_at", UTCDateTime()))
+_SEARCH = table(
+    "unit_search",
+    column("unit_id", Uuid()),
+    column("created_at", UTCDateTime()),
+    column("ranking", TSVECTOR()),
+)
 Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
 
 
@@ -46,12 +59,29 @@ def _query(value: str) -> BindParameter[str]:
     return bindparam("q", value, unique=True)  # a statement may hold several
 
 
+def _pg_lexeme(lexeme: str, prefix: bool) -> str:
+    return "'" + lexeme.replace("'", "''") + "'" + (":*" if prefix else "")
+
+
+def _pg_term(term: Term, mark: str = "") -> str:
+    options = [_pg_lexeme(mark + lexeme, prefix) for lexeme, prefix in term.alternatives]
+    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+
 def _pg_query(words: Words) -> str:
-    return " & ".join("'" + word.replace("'", "''") + "':*" for word in words)
+    return " & ".join(_pg_term(term) for term in terms(words))
+
+
+def _fts_term(term: Term) -> str:
+    options = [
+        '"' + lexeme.replace('"', '""') + '"' + ("*" if prefix else "")
+        for lexeme, prefix in term.alternatives
+    ]
+    return options[0] if len(options) == 1 else "(" + " OR ".join(options) + ")"
 
 
 def _fts_query(words: Words) -> str:
-    return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+    return " AND ".join(_fts_term(term) for term in terms(words))
 
 
 def _found(words: Words, dialect: str, first: Words) -> list[TextClause]:
@@ -122,3 +152,36 @@ def newest_matches(
         .offset(offset)
         .subquery("hits")
     )
+
+
+def _pg_relevance(words: Words) -> ColumnElement[int]:
+    """The relevance score (search.words.relevance) computed from the `ranking` column."""
+    ranking = _SEARCH.c.ranking
+
+    def has(query: str) -> ColumnElement[bool]:
+        tsquery = cast(bindparam("rank", query, unique=True), TSQUERY())
+        found: ColumnElement[bool] = func.ts_match_vq(ranking, tsquery, type_=Boolean)
+        return found
+
+    score: ColumnElement[int] = sum(
+        (
+            case((has(_pg_lexeme(term.word, False)), WRITTEN_WEIGHT), else_=0)
+            + case((has(_pg_term(term, NAME_MARK)), 1), else_=0)
+            for term in terms(words)
+        ),
+        start=cast(0, Integer),
+    )
+    return score
+
+
+def relevant_matches(words: Words, dialect: str, first: Words = ()) -> Subquery:
+    """The matching units' ids with their relevance score (`score`), from the search table."""
+    if dialect == "postgresql":
+        score = _pg_relevance(words)
+    else:
+        rank_words: BindParameter[str] = bindparam(
+            "rank", orjson.dumps(list(words)).decode(), unique=True
+        )
+        score = func.units_relevance(column("ranking"), rank_words, type_=Integer)
+    found = select(_SEARCH.c.unit_id, score.label("score")).where(*_found(words, dialect, first))
+    return found.subquery("relevant")

@@ -35,7 +35,7 @@ from units_api.errors import Forbidden
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
 from units_api.http.json import dumps_plain
-from units_api.search.normalize import record_tokens
+from units_api.search.words import IndexedText, index_text
 from units_api.units.record import UnitRecord, actor_text, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -79,7 +79,7 @@ class Rows:
     units: list[dict[str, Any]]
     history: list[dict[str, Any]]
     events: list[dict[str, Any]]
-    words: list[tuple[uuid.UUID, datetime, list[str]]]
+    words: list[tuple[uuid.UUID, datetime, IndexedText]]
     deleted_docs: list[str]  # a delete's records as they were
 
 
@@ -130,7 +130,7 @@ def prepare(
             }
         )
         if kind != "delete" and change.search:
-            rows.words.append((record.id, record.created_at, record_tokens(record.fields)))
+            rows.words.append((record.id, record.created_at, index_text(record.fields)))
     return rows
 
 
@@ -190,6 +190,7 @@ _EXTRA_COLUMNS = {
     "event_type": "text",
     "occurred_at": "timestamptz",
     "words": "text",
+    "ranking": "text",
 }
 # The counter shard of the change trigger (the transaction's): a transaction holds one row.
 _SHARD = f"shard = txid_current() % {COUNTER_SHARDS}"
@@ -259,10 +260,12 @@ def _pg_statement(kind: Kind, one: bool) -> str:
     if kind != "delete":
         # The search row: the unit's words and its creation time, the order a search walks.
         parts.append(
-            "w AS (INSERT INTO unit_search (unit_id, created_at, vector) "
-            "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')) FROM r "
+            "w AS (INSERT INTO unit_search (unit_id, created_at, vector, ranking) "
+            "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')), "
+            "array_to_tsvector(string_to_array(ranking, ' ')) FROM r "
             f"WHERE words IS NOT NULL AND {written} "
-            "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector)"
+            "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector, "
+            "ranking = excluded.ranking)"
         )
     if kind != "update":
         sign = "+" if kind == "insert" else "-"
@@ -294,7 +297,7 @@ def _pg_arguments(rows: Rows) -> list[Any]:
             else [row[name] for row in rows.units]
             for name in _UNIT_COLUMNS
         ]
-    words = {unit_id: " ".join(found) for unit_id, _, found in rows.words}
+    words = {unit_id: found for unit_id, _, found in rows.words}
     return [
         rows.history[0]["actor"],
         *units_part,
@@ -303,8 +306,14 @@ def _pg_arguments(rows: Rows) -> list[Any]:
         [row["id"] for row in rows.events],
         [row["type"] for row in rows.events],
         [row["occurred_at"] for row in rows.events],
-        [words.get(row["unit_id"]) for row in rows.history],
+        [_joined(words, row["unit_id"], "lexemes") for row in rows.history],
+        [_joined(words, row["unit_id"], "ranking") for row in rows.history],
     ]
+
+
+def _joined(words: dict[uuid.UUID, IndexedText], unit_id: uuid.UUID, part: str) -> str | None:
+    found = words.get(unit_id)
+    return None if found is None else " ".join(getattr(found, part))
 
 
 def _number_text(value: Any) -> str | None:
@@ -313,9 +322,10 @@ def _number_text(value: Any) -> str | None:
 
 
 _SEARCH_FROM_ARRAYS = (
-    "INSERT INTO unit_search (unit_id, created_at, vector) "
-    "SELECT u, c, array_to_tsvector(string_to_array(w, ' ')) "
-    "FROM unnest($1::uuid[], $2::timestamptz[], $3::text[]) AS t(u, c, w)"
+    "INSERT INTO unit_search (unit_id, created_at, vector, ranking) "
+    "SELECT u, c, array_to_tsvector(string_to_array(w, ' ')), "
+    "array_to_tsvector(string_to_array(k, ' ')) "
+    "FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) AS t(u, c, w, k)"
 )
 
 
@@ -329,7 +339,8 @@ async def _copy_postgres(driver: asyncpg.Connection, rows: Rows) -> None:
         _SEARCH_FROM_ARRAYS,
         [unit_id for unit_id, _, _ in rows.words],
         [created_at for _, created_at, _ in rows.words],
-        [" ".join(words) for _, _, words in rows.words],
+        [" ".join(words.lexemes) for _, _, words in rows.words],
+        [" ".join(words.ranking) for _, _, words in rows.words],
     )
     await driver.execute(f"UPDATE unit_counters SET n = n + $1 WHERE {_SHARD}", len(rows.units))
 
@@ -352,7 +363,9 @@ _BUMP_COUNT = (
 # The FTS rowid is taken from the unit id's random bits, so a unit's row is found without a
 # lookup; the `ascii` tokenizer keeps the already-normalised words whole.
 _FTS_DELETE = text("DELETE FROM unit_search WHERE rowid = :rowid")
-_FTS_INSERT = text("INSERT INTO unit_search (rowid, unit_id, body) VALUES (:rowid, :id, :body)")
+_FTS_INSERT = text(
+    "INSERT INTO unit_search (rowid, unit_id, body, ranking) VALUES (:rowid, :id, :body, :ranking)"
+)
 
 
 def fts_rowid(unit_id: uuid.UUID) -> int:
@@ -383,7 +396,12 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
         await conn.execute(
             _FTS_INSERT,
             [
-                {"rowid": fts_rowid(unit_id), "id": unit_id.hex, "body": " ".join(words)}
+                {
+                    "rowid": fts_rowid(unit_id),
+                    "id": unit_id.hex,
+                    "body": " ".join(words.lexemes),
+                    "ranking": " ".join(words.ranking),
+                }
                 for unit_id, _, words in rows.words
             ],
         )

@@ -1,0 +1,97 @@
+"""What the search index holds for one unit, and what a search asks of it.
+
+A unit is found by `lexemes`: every word of its searchable fields, normalised, with its
+stem and (Arabic) its form without an attached preposition (search.stem). A search's word
+matches a unit that has its stem, or a lexeme that starts with the word as typed, so a
+search may still stop mid-word (`pentho` finds `penthouse`) while `apartments` finds
+`apartment`.
+
+Relevance reads `ranking`: the words as written (normalised, unstemmed), and every lexeme
+of the name fields marked with NAME_MARK, which no normalised word contains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+import orjson
+
+from units_api.search.normalize import MAX_WORD, SEARCH_FIELDS, tokens
+from units_api.search.stem import stem, word_forms
+
+NAME_FIELDS = ("name", "unitNameAr")
+NAME_MARK = "~"
+# A word matched as written counts for more than every word matched in a name (at most
+# query_tokens' 16), so the two orders of the contract make one score.
+WRITTEN_WEIGHT = 32
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedText:
+    lexemes: list[str]
+    ranking: list[str]
+
+
+def _words(fields: Mapping[str, object], names: Iterable[str]) -> list[str]:
+    # The fields are normalised together: normalisation never joins across a line break.
+    text = "\n".join(v for v in (fields.get(name) for name in names) if isinstance(v, str))
+    return list(dict.fromkeys(word for word in tokens(text) if len(word) <= MAX_WORD))
+
+
+def index_text(fields: Mapping[str, object]) -> IndexedText:
+    """A unit's search words, from its searchable fields."""
+    written = _words(fields, SEARCH_FIELDS)
+    lexemes = dict.fromkeys(form for word in written for form in word_forms(word))
+    named = dict.fromkeys(
+        NAME_MARK + form for word in _words(fields, NAME_FIELDS) for form in word_forms(word)
+    )
+    return IndexedText(list(lexemes), [*written, *named])
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A search's word: as typed (normalised), matched as a prefix, and its stem, matched
+    whole."""
+
+    word: str
+    stem: str
+
+    @property
+    def alternatives(self) -> tuple[tuple[str, bool], ...]:
+        """(lexeme, as a prefix) pairs, any of which matches."""
+        if self.stem == self.word:
+            return ((self.word, True),)
+        return ((self.stem, False), (self.word, True))
+
+
+def terms(words: Iterable[str]) -> tuple[Term, ...]:
+    return tuple(Term(word, stem(word)) for word in words)
+
+
+def relevance(ranking: Iterable[str], words: Iterable[str]) -> int:
+    """A unit's relevance to a search's words, read from its `ranking`: WRITTEN_WEIGHT for
+    each word it has as written, plus one for each word found in its name fields."""
+    have = set(ranking)
+    named = [entry for entry in have if entry.startswith(NAME_MARK)]
+    score = 0
+    for term in terms(words):
+        if term.word in have:
+            score += WRITTEN_WEIGHT
+        if NAME_MARK + term.stem in have or any(
+            entry.startswith(NAME_MARK + term.word) for entry in named
+        ):
+            score += 1
+    return score
+
+
+@lru_cache(maxsize=1024)
+def _search_words(words_json: str) -> tuple[str, ...]:
+    return tuple(orjson.loads(words_json))
+
+
+def sqlite_relevance(ranking: str | None, words_json: str) -> int:
+    """`units_relevance(ranking, words)` in SQLite: the stored ranking words (space-separated)
+    and the search's words as a JSON array."""
+    return relevance((ranking or "").split(), _search_words(words_json))
