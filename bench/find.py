@@ -4,9 +4,10 @@
     .venv/bin/python bench/find.py --units 100000 --runs 1 --reuse
 
 Seeds N units into PostgreSQL (COPY; reports the rate), starts `units-api serve --workers 2`,
-times each list scenario's first request, warms it up, loads it with wrk at 32 connections,
+times each scenario's first request, warms it up, loads it with wrk at 32 connections,
 times a deep cursor walk and the aggregate with sequential requests, and writes EXPLAIN
-ANALYZE of each query to bench/results/explain/. `--no-count-cache` counts every total afresh.
+ANALYZE of each query to bench/results/explain/. `--no-count-cache` counts every total afresh,
+`--no-result-cache` every aggregate.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import time
@@ -23,6 +25,7 @@ from urllib.parse import urlencode
 import asyncpg
 import httpx
 from harness import RESULTS, free_port, peak_rss_mb, recreate_database, run_wrk, start_server
+from planted import plant
 from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
@@ -31,44 +34,78 @@ from units_api.auth.service import create_key
 from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
+from units_api.sample_data import CITIES
 from units_api.search.index import Words, count_matches, match, newest_matches
 from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.counting import count_all
 from units_api.units.fields import SortKey
-from units_api.units.filtering import unit_condition
+from units_api.units.filtering import located, unit_condition
+from units_api.units.listing import by_distance
+from units_api.units.remembering import prune
 from units_api.units.repository import hits_query, page_query
 from units_api.units.seeding import seed_units
 from units_api.units.tables import units
 
 FILTERED = "city==Cairo;price=ge=2000000;price=le=6000000"
 NESTED = "floorsPlan.rooms=ge=3"
+# Map search around Cairo's centre, where the seed spreads its Cairo units (within 0.05 degrees
+# either way, sample_data): a box of about 2 x 2 km (the 20 newest), a 1 km radius (nearest
+# first) and a 5-vertex polygon of about 3 x 3 km (the 20 newest).
+CAIRO = next(centre for city, _, centre in CITIES if city == "Cairo")
+KM_LAT = 1 / 111.195  # degrees of latitude per km
+KM_LNG = KM_LAT / math.cos(math.radians(CAIRO[1]))
+BOX_CORNERS = (CAIRO[0] - KM_LNG, CAIRO[1] - KM_LAT, CAIRO[0] + KM_LNG, CAIRO[1] + KM_LAT)
+MAP_BOX = "unitLocation=within=({})".format(",".join(f"{v:.6f}" for v in BOX_CORNERS))
+MAP_NEAR = f"unitLocation=near=({CAIRO[0]},{CAIRO[1]},1000)"
+PENTAGON = [(-1.5, -1.5), (1.5, -1.5), (1.8, 0.4), (0, 1.5), (-1.6, 0.6)]  # km from the centre
+MAP_POLYGON = "unitLocation=inside=({})".format(
+    ",".join(f"{CAIRO[0] + x * KM_LNG:.6f},{CAIRO[1] + y * KM_LAT:.6f}" for x, y in PENTAGON)
+)
 DIALECT = asyncpg_dialect()
 PG = "postgresql"
-# Searches alone, newest first, asked in turn by every connection: 2 of the 12 match nothing.
+# Searches, stemmed, asked in turn by every connection: words the seed gives a tenth of the
+# units or more, and words planted in tens, hundreds and thousands of units spread over the
+# table (bench/planted.py): "Marina" and "مارينا" in 40, "waterfront" and "واجهة بحرية" in
+# 400, "resort" in 4,000.
 MIX = [
-    "villa",
-    "sea view penthouse",
-    "garden apartment",
+    "villas",
+    "sea view penthouses",
+    "garden apartments",
     "new cairo",
-    "dubai office",
     "mivida",
     "Marina",
+    "waterfront",
+    "resort",
     "فيلا",
     "شقة بحديقة",
-    "بنتهاوس بإطلالة",
-    "الشيخ زايد",
-    "إطلالة على البحر",
+    "مارينا",
+    "واجهة بحرية",
 ]
+# Arabic city names typed without their article: each finds its city's units.
+WITHOUT_ARTICLE = ["قاهرة", "رياض", "شيخ زايد"]
+# Count and average price by city and type, asked again while no unit changes: after the
+# first request, a remembered answer (units/remembering.py).
+BY_CITY_AND_TYPE = {
+    "groupBy": ["city", "type"],
+    "aggregates": {"n": {"fn": "count"}, "avgPrice": {"fn": "avg", "field": "price"}},
+}
+QUERY_PATH = "/api/v2/units/query"
 SCENARIOS: dict[str, dict[str, Any]] = {
     "default list": {"params": {}},
     "filtered list": {"params": {"p": FILTERED, "sortBy": "price", "order": "asc"}},
     "nested filter": {"params": {"p": NESTED}, "prefer": "count=none"},
     "search English": {"params": {"q": "sea view penthouse"}},
     "search Arabic": {"params": {"q": "بنتهاوس بإطلالة"}},
-    "search rare English": {"params": {"q": "Marina"}},  # no unit matches
-    "search rare Arabic": {"params": {"q": "إطلالة على البحر"}},  # no unit matches
+    "search rare English": {"params": {"q": "Marina"}},  # planted in 40 units
+    "search rare Arabic": {"params": {"q": "واجهة بحرية"}},  # planted in 400 units
     "search mix": {"mix": MIX},
+    "search mix by relevance": {"mix": MIX, "params": {"sortBy": "relevance"}},
+    "Arabic without article": {"mix": WITHOUT_ARTICLE},
+    "aggregate asked again": {"body": BY_CITY_AND_TYPE},
+    "map box": {"params": {"p": MAP_BOX}},
+    "map near": {"params": {"p": MAP_NEAR, "sortBy": "distance", "order": "asc"}},
+    "map polygon": {"params": {"p": MAP_POLYGON}},
 }
 
 
@@ -87,6 +124,11 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="count every exact total afresh (UNITS_API_COUNT_CACHE_SIZE=0)",
     )
+    parser.add_argument(
+        "--no-result-cache",
+        action="store_true",
+        help="compute every aggregate afresh (UNITS_API_RESULT_CACHE_BYTES=0)",
+    )
     parser.add_argument("--walk-pages", type=int, default=100)
     parser.add_argument(
         "--database-url",
@@ -100,7 +142,7 @@ def parse_args() -> argparse.Namespace:
         "--scenario",
         action="append",
         choices=list(SCENARIOS),
-        help="run only this list scenario (repeatable); the default runs them all",
+        help="run only this scenario (repeatable); the default runs them all",
     )
     return parser.parse_args()
 
@@ -117,6 +159,7 @@ async def prepare(url: str, count: int, reuse: bool) -> tuple[str, float | None]
             started = time.perf_counter()
             await seed_units(db, count - existing, seed=1)
             seconds = time.perf_counter() - started
+        await prune(db, everything=True)  # each run starts with no remembered answer
         raw = await db.raw_connection()
         await raw.execute("VACUUM ANALYZE")
         await raw.close()
@@ -148,7 +191,8 @@ async def _first(conn: asyncpg.Connection, words: Words) -> Words:
 
 def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[Any]:
     words = tuple(query_tokens(params.get("q", "")))
-    condition = unit_condition(parse_filter(params["p"]) if "p" in params else None, PG)
+    tree = parse_filter(params["p"]) if "p" in params else None
+    condition = unit_condition(tree, PG)
     condition = condition & match(words, PG, units.c.id, first)
     if counting and words and "p" not in params:  # counted in the search table
         return select(count_matches(words, PG, first=first))
@@ -159,7 +203,8 @@ def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[A
     if words and "p" not in params:  # a search alone: the service's own path
         return hits_query(newest_matches(words, True, 21, 0, first), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
-    return page_query(condition, sort, 21, 0, PG)
+    # As the list reads it: a map search's page through the index, its distance computed.
+    return page_query(condition, sort, 21, 0, PG, by_distance(sort, tree), located(tree))
 
 
 async def explain(url: str, names: list[str]) -> dict[str, float]:
@@ -171,7 +216,7 @@ async def explain(url: str, names: list[str]) -> dict[str, float]:
     try:
         for name in names:
             params = SCENARIOS[name].get("params")
-            if params is None:
+            if params is None or "mix" in SCENARIOS[name]:
                 continue
             first = await _first(conn, tuple(query_tokens(params.get("q", ""))))
             for counting in (False, True):
@@ -189,26 +234,37 @@ async def explain(url: str, names: list[str]) -> dict[str, float]:
     return times
 
 
-def first_request_ms(url: str, key: str, headers: tuple[str, ...]) -> float:
-    """The first request of a scenario: nothing of it remembered yet (its total, its plan)."""
-    extra = dict(header.split(": ", 1) for header in headers)
+def first_request_ms(url: str, key: str, headers: tuple[str, ...], body: Any = None) -> float:
+    """The first request of a scenario: nothing of it remembered yet (its total, its plan, its
+    answer); a POST of `body` when there is one."""
+    extra = {"Authorization": f"Bearer {key}", **dict(h.split(": ", 1) for h in headers)}
     started = time.perf_counter()
-    response = httpx.get(url, headers={"Authorization": f"Bearer {key}", **extra}, timeout=120)
+    if body is None:
+        response = httpx.get(url, headers=extra, timeout=120)
+    else:
+        response = httpx.post(url, headers=extra, json=body, timeout=120)
     elapsed = (time.perf_counter() - started) * 1000
     assert response.status_code == 200, response.text
     return elapsed
 
 
 def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """A list scenario's first request (the slowest first one, for a mix), then its wrk runs."""
+    """A scenario's first request (the slowest first one, for a mix), then its wrk runs."""
     headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
     wrk: dict[str, Any] = {"connections": args.connections, "headers": headers}
     if "mix" in scenario:
-        paths = [f"/api/v2/units/?{urlencode({'q': q})}" for q in scenario["mix"]]
-        listed = RESULTS / "search_mix_paths.txt"
+        extra = scenario.get("params", {})
+        paths = [f"/api/v2/units/?{urlencode({'q': q, **extra})}" for q in scenario["mix"]]
+        listed = RESULTS / f"paths_{len(paths)}_{abs(hash(tuple(paths)))}.txt"
         listed.write_text("\n".join(paths) + "\n")
         first = max(first_request_ms(base + path, key, headers) for path in paths)
         wrk.update(script="paths.lua", script_args=(str(listed),))
+        url = base
+    elif "body" in scenario:
+        posted = RESULTS / "query_body.json"
+        posted.write_text(json.dumps(scenario["body"]))
+        first = first_request_ms(base + QUERY_PATH, key, headers, scenario["body"])
+        wrk.update(script="post.lua", script_args=(QUERY_PATH, str(posted)))
         url = base
     else:
         url = f"{base}/api/v2/units/?{urlencode(scenario['params'])}"
@@ -262,6 +318,8 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     extra = {"UNITS_API_COUNT_CACHE_SIZE": "0"} if args.no_count_cache else {}
+    if args.no_result_cache:
+        extra["UNITS_API_RESULT_CACHE_BYTES"] = "0"
     log = RESULTS / "find-server.log"
     server = start_server(args.database_url, port, args.workers, log, extra)
     report: dict[str, Any] = {
@@ -272,9 +330,11 @@ def main() -> None:
         "duration_s": args.duration,
         "workers": args.workers,
         "count_cache": not args.no_count_cache,
+        "result_cache": not args.no_result_cache,
         "scenarios": {},
     }
     try:
+        report["planted"] = asyncio.run(plant(base, key, args.database_url))
         report["rss_start_mb"] = peak_rss_mb(server.pid)
         for name in args.scenario or SCENARIOS:
             report["scenarios"][name] = load(base, key, SCENARIOS[name], args)
@@ -286,10 +346,11 @@ def main() -> None:
                 "groupBy": ["city"],
                 "aggregates": {"n": {"fn": "count"}, "avgPrice": {"fn": "avg", "field": "price"}},
             }
-            latencies = timed(client, [("POST", "/api/v2/units/query", body)] * 7)
+            latencies = timed(client, [("POST", QUERY_PATH, body)] * 7)
             report["aggregate by city ms"] = {
-                "median": statistics.median(latencies),
-                "max": max(latencies),
+                "first": latencies[0],
+                "median": statistics.median(latencies[1:]),
+                "max": max(latencies[1:]),
             }
         report["rss_end_mb"] = peak_rss_mb(server.pid)
     finally:
@@ -309,9 +370,12 @@ def print_report(report: dict[str, Any]) -> None:
         + f"; {report['connections']} connections; median of {report['runs']} x "
         f"{report['duration_s']} s"
     )
+    print(f"planted words (units holding each): {report['planted']}")
     print(
         f"{report['workers']} server processes; exact totals "
         + ("remembered per change version" if report["count_cache"] else "counted every time")
+        + "; aggregates "
+        + ("remembered per change version" if report["result_cache"] else "computed every time")
     )
     print(
         f"{'scenario':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'non-2xx':>10}{'first ms':>10}"
@@ -328,8 +392,8 @@ def print_report(report: dict[str, Any]) -> None:
     )
     aggregate = report["aggregate by city ms"]
     print(
-        f"aggregate (count, avg price by city): median {aggregate['median']:.0f} ms, "
-        f"max {aggregate['max']:.0f} ms"
+        f"aggregate (count, avg price by city): first {aggregate['first']:.0f} ms; asked again "
+        f"median {aggregate['median']:.1f} ms, max {aggregate['max']:.1f} ms"
     )
     print(
         f"server RSS: {report['rss_start_mb']:.0f} MB at start, "

@@ -28,6 +28,7 @@ from tests.filters.scoped_units import (
     publish,
     sql_matches,
 )
+from units_api.filters import geo
 from units_api.filters.fields import Field
 from units_api.sample_data import fake_unit
 from units_api.units.filtering import UNIT_CATALOGUE
@@ -219,7 +220,7 @@ def render(node: Any) -> str:
         joiner = ";" if node[0] == "and" else ","
         return "(" + joiner.join(render(child) for child in node[1]) + ")"
     _, selector, op, values = node
-    if op in ("=in=", "=out="):
+    if op in ("=in=", "=out=", "=within=", "=near=", "=inside="):
         return f"{selector}{op}({','.join(quote(v) for v in values)})"
     return f"{selector}{op}{quote(values[0])}"
 
@@ -248,3 +249,121 @@ async def test_the_evaluator_agrees_with_sql(api: Api) -> None:
         assert await sql_matches(api, scope, text) == expected, text
         discriminating += 0 < len(expected) < len(docs)
     assert discriminating > len(filters) // 4  # the drawn filters really tell units apart
+
+
+# --- Map search ---------------------------------------------------------------------------
+
+MAP_EDGE_POINTS: list[tuple[str, str] | None] = [
+    ("180", "0"),
+    ("-180", "0"),
+    ("179.999999", "0.5"),
+    ("-179.999999", "-0.5"),
+    ("179.5", "-0.25"),
+    ("0", "90"),
+    ("0", "-90"),
+    ("45", "89.9"),
+    ("-135", "89.95"),
+    ("0", "0"),
+    ("-0.000001", "0"),
+    ("1E-20", "5"),  # the smallest a record holds (20 decimals)
+    ("31.2357", "30.0444"),  # a city centre of the seed
+    ("31", "30"),
+    ("31.5", "30.5"),
+    ("31.25", "30.25"),
+    ("31.3", "30.7"),
+    None,
+]
+
+
+async def seed_map(api: Api) -> tuple[str, list[Document]]:
+    rng = random.Random(17)
+    bodies = [fake_unit(rng) for _ in range(20)]
+    for point in MAP_EDGE_POINTS:
+        body = {"name": f"At {point}", "type": "studio"}
+        if point is not None:
+            body["unitLocation"] = {"type": "Point", "coordinates": [Decimal(v) for v in point]}
+        bodies.append(body)
+    bodies.append({"name": "Without coordinates", "type": "studio", "unitLocation": None})
+    scope, _ = await create_scope(api, bodies)
+    return scope, await documents(api, scope)
+
+
+def map_points(docs: list[Document]) -> list[tuple[Decimal, Decimal]]:
+    return sorted(
+        {
+            (Decimal(lng), Decimal(lat))
+            for doc in docs
+            if doc["unitLocation"] is not None
+            for lng, lat in [doc["unitLocation"]["coordinates"]]
+        }
+    )
+
+
+def map_comparisons(points: list[tuple[Decimal, Decimal]]) -> st.SearchStrategy[Any]:
+    """Shapes drawn through the units' own points: box edges, circle rims and polygon
+    vertices and edges (midpoints) that units lie on, and shapes moved a little off them."""
+    point = st.sampled_from(points)
+    nudge = st.sampled_from([Decimal(0), Decimal(0), Decimal("1E-6"), Decimal("-1E-6")])
+
+    def lng(value: Decimal) -> str:
+        return str(min(max(value, Decimal(-180)), Decimal(180)))
+
+    def lat(value: Decimal) -> str:
+        return str(min(max(value, Decimal(-90)), Decimal(90)))
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Any:
+        op = draw(st.sampled_from(["=within=", "=near=", "=inside=", "=null="]))
+        if op == "=null=":
+            return ("cmp", "unitLocation", op, [draw(st.sampled_from(["true", "false"]))])
+        if op == "=within=":
+            (x1, y1), (x2, y2) = draw(point), draw(point)
+            south, north = sorted([y1 + draw(nudge), y2 + draw(nudge)])
+            return ("cmp", "unitLocation", op, [lng(x1), lat(south), lng(x2), lat(north)])
+        if op == "=near=":
+            (x, y), rim = draw(point), draw(point)
+            centre = geo.circle(geo.coordinate(x), geo.coordinate(y), 0)
+            exact = geo.distance(centre, geo.coordinate(rim[0]), geo.coordinate(rim[1]))
+            meters = draw(st.sampled_from([exact, exact, exact * 1.000001, 1000.0, 60000.0]))
+            meters = min(max(meters, 1.0), geo.MAX_METERS)
+            return ("cmp", "unitLocation", op, [lng(x + draw(nudge)), lat(y), repr(meters)])
+        corners = draw(st.lists(point, min_size=2, max_size=5))
+        (x1, y1), (x2, y2) = corners[0], corners[1]
+        vertices = [*corners, ((x1 + x2) / 2, (y1 + y2) / 2 + draw(nudge))]
+        values = [text for x, y in vertices for text in (lng(x), lat(y))]
+        return ("cmp", "unitLocation", op, values)
+
+    return build()
+
+
+def draw_map_filters(points: list[tuple[Decimal, Decimal]], count: int) -> list[str]:
+    drawn: list[str] = []
+    expressions = st.recursive(
+        map_comparisons(points),
+        lambda inner: st.tuples(
+            st.sampled_from(["and", "or"]), st.lists(inner, min_size=2, max_size=3)
+        ),
+        max_leaves=3,
+    )
+
+    @settings(
+        max_examples=count, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
+    @given(expression=expressions)
+    def collect(expression: Any) -> None:
+        drawn.append(render(expression))
+
+    collect()
+    return drawn
+
+
+async def test_the_evaluator_agrees_with_sql_on_the_map(api: Api) -> None:
+    scope, docs = await seed_map(api)
+    assert len(docs) == 20 + len(MAP_EDGE_POINTS) + 1
+    discriminating = 0
+    filters = draw_map_filters(map_points(docs), 200)
+    for text in filters:
+        expected = evaluated_matches(docs, text)
+        assert await sql_matches(api, scope, text) == expected, text
+        discriminating += 0 < len(expected) < len(docs)
+    assert discriminating > len(filters) // 4

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from units_api.errors import InvalidParameter
-from units_api.filters.parser import parse_filter
+from units_api.filters.parser import MAX_LENGTH, parse_filter
 from units_api.filters.tree import And, Comparison, Or
 
 
@@ -52,4 +52,4 @@ def test_limits_on_size_and_depth() -> None:
     with pytest.raises(InvalidParameter):
         parse_filter(";".join(["a==1"] * 101))
     with pytest.raises(InvalidParameter):
-        parse_filter("a==" + "x" * 5000)
+        parse_filter("a==" + "x" * MAX_LENGTH)

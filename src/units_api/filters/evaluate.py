@@ -18,6 +18,9 @@ whether or not SQL reads it from a column (`status` is `publishing.status`).
   element does, each element judged by the rules above: so on an empty array every
   comparison is false, `!=` and `=null=` included, and `!=` matches when one element differs
   or is null.
+- A location (`unitLocation`): its point, read from the GeoJSON coordinates, is judged by
+  `filters.geo` with the very formulas SQL uses, so the two agree exactly; no point (null, or
+  no coordinates) never matches a map operator, and is what `=null=true` matches.
 
 Where the databases differ, the evaluator takes the exact reading. PostgreSQL compares
 numbers exactly, SQLite as binary floats (they part only on values alike to about 15
@@ -34,6 +37,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from units_api.filters import geo
 from units_api.filters.fields import Catalogue, Field, Kind
 from units_api.filters.tree import And, Comparison, Node, Or
 from units_api.filters.values import parse_time, resolve
@@ -71,11 +75,27 @@ def _compile(node: Node, catalogue: Catalogue, parameter: str) -> Predicate:
 
 def _comparison(node: Comparison, catalogue: Catalogue, parameter: str) -> Predicate:
     field, values = resolve(node, catalogue, parameter)
+    if field.kind == "location":
+        return _location(field, node.operator, values)
     test = _value_test(field.kind, node.operator, values)
     if field.array is None:
         read = _reader(field.path)
         return lambda document: test(read(document))
     return _any_element(field, test)
+
+
+def _location(field: Field, op: str, values: list[Any]) -> Predicate:
+    read = _reader(field.path)
+    if op == "null":
+        wanted: bool = values[0]
+        return lambda document: (geo.point(read(document)) is None) is wanted
+    shape: geo.Shape = values[0]
+
+    def located(document: Document) -> bool:
+        point = geo.point(read(document))
+        return point is not None and geo.contains(shape, *point)
+
+    return located
 
 
 def _any_element(field: Field, test: _Test) -> Predicate:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 from sqlalchemy import Table
 
-Kind = Literal["text", "number", "integer", "boolean", "time", "uuid"]
+Kind = Literal["text", "number", "integer", "boolean", "time", "uuid", "location"]
 
 _JSON_KINDS: tuple[tuple[str, Kind], ...] = (
     ("integer", "integer"),
@@ -25,18 +25,36 @@ _JSON_KINDS: tuple[tuple[str, Kind], ...] = (
 
 
 @dataclass(frozen=True, slots=True)
+class Location:
+    """Where SQL finds a location field's points: the longitude and latitude columns of the
+    catalogue's table (null without a point) and, on SQLite, the R*Tree table indexing them
+    (`rtree`, with columns min_lng, max_lng, min_lat, max_lat and an auxiliary `rtree_key`
+    holding the row's `key` column). Its one writer keeps them as `filters.geo.coordinate`
+    reads the document's point."""
+
+    lng: str
+    lat: str
+    rtree: str
+    rtree_key: str
+    key: str = "id"
+
+
+@dataclass(frozen=True, slots=True)
 class Field:
     """A selector: where its value sits in the document, and in which column if it has one.
 
     `path` leads from the document, or from each element of the array at `array` when that is
     set (an empty path then means the elements themselves). `column` names a column of the
     catalogue's table holding the same value, which SQL compares instead of the document.
+    A "location" field's path leads to a GeoJSON Point's coordinates, and SQL reads it at
+    `location`.
     """
 
     kind: Kind
     column: str | None = None
     path: tuple[str, ...] = ()
     array: tuple[str, ...] | None = None
+    location: Location | None = None
 
 
 @dataclass(frozen=True, slots=True)

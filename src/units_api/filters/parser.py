@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 
 from units_api.errors import InvalidParameter
-from units_api.filters.tree import ALIASES, OPERATORS, And, Comparison, Node, Or
+from units_api.filters.tree import ALIASES, LISTS, OPERATORS, And, Comparison, Node, Or
 
-MAX_LENGTH = 4096
+MAX_LENGTH = 32_000  # room for a polygon of filters.geo.MAX_VERTICES vertices
 MAX_DEPTH = 32
 MAX_COMPARISONS = 100
-MAX_VALUES = 500
+MAX_VALUES = 500  # of =in= and =out=; a map operator's numbers are counted by filters.geo
 _SELECTOR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _OPERATOR = re.compile(r"==|!=|=[a-z]+=|<=|>=|<|>")
 _RESERVED = set("\"'();,=!<> \t\r\n")
@@ -107,7 +107,7 @@ class _Parser:
         return Comparison(match.group(), operator, values, start + 1)
 
     def arguments(self, operator: str) -> tuple[str, ...]:
-        if operator in ("in", "out"):
+        if operator in LISTS:
             if self.peek() != "(":
                 raise self.fail(f"={operator}= takes a list in parentheses")
             self.at += 1
@@ -118,7 +118,7 @@ class _Parser:
             if self.peek() != ")":
                 raise self.fail("expected ')' closing the list")
             self.at += 1
-            if len(values) > MAX_VALUES:
+            if operator in ("in", "out") and len(values) > MAX_VALUES:
                 raise self.fail(f"more than {MAX_VALUES} values in a list")
             return tuple(values)
         return (self.value(),)

@@ -7,6 +7,14 @@ judges documents by the same rules in Python.
 
 Null semantics, per value (and per element for arrays): `==`, ordering and `=in=` are false
 on null; `!=` and `=out=` are true on null; `=null=true` matches null.
+
+A map operator on a location field is two tests: a coarse one an index answers (the
+shape's bounding boxes, `filters.geo.bounds`: PostgreSQL's GiST index on `point(lng, lat)`
+with `<@ box`, SQLite's R*Tree), then the exact one on the row's own longitude and latitude,
+with `filters.geo`'s formulas: written out in SQL on PostgreSQL (the distance in a SQL
+function, `units_distance`, that PostgreSQL inlines), its Python functions called on SQLite
+(registered on each connection, `db.py`). On PostgreSQL a box needs only the first:
+`point <@ box` compares a point's coordinates with the box's edges exactly.
 """
 
 from __future__ import annotations
@@ -16,19 +24,27 @@ from typing import Any
 from sqlalchemy import (
     Boolean,
     ColumnElement,
+    Double,
+    Integer,
     Numeric,
     and_,
+    bindparam,
     cast,
+    column,
     func,
     literal,
     not_,
     or_,
     select,
+    table,
+    text,
     true,
+    union_all,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from units_api.filters.fields import Catalogue, Field
+from units_api.filters import geo
+from units_api.filters.fields import Catalogue, Field, Location
 from units_api.filters.tree import And, Comparison, Node, Or
 from units_api.filters.values import resolve
 
@@ -54,6 +70,8 @@ class Translator:
 
     def comparison(self, node: Comparison) -> ColumnElement[bool]:
         field, values = resolve(node, self.catalogue, self.parameter)
+        if field.location is not None:
+            return self._location(field.location, node.operator, values)
         if field.array is not None:
             return self._any_element(field, node.operator, values)
         return self._compare(self._scalar(field), field.kind, node.operator, values)
@@ -97,6 +115,37 @@ class Translator:
         matches = self._compare(value, field.kind, op, values)
         return select(literal(1)).select_from(elements).where(matches).exists()
 
+    def _location(self, where: Location, op: str, values: list[Any]) -> ColumnElement[bool]:
+        lng, lat = self.table.c[where.lng], self.table.c[where.lat]
+        if op == "null":
+            located: ColumnElement[bool] = lng.is_(None) if values[0] else lng.is_not(None)
+            return located
+        shape: geo.Shape = values[0]
+        if self.dialect == "postgresql" and isinstance(shape, geo.Box):
+            # GiST's `point <@ box` compares exactly (no fuzz): the index's test is the test.
+            return self._pg_within(where, geo.split(shape))
+        return and_(self._coarse(where, shape), exact(lng, lat, shape, self.dialect))
+
+    def _pg_within(self, where: Location, boxes: tuple[geo.Bounds, ...]) -> ColumnElement[bool]:
+        point = func.point(self.table.c[where.lng], self.table.c[where.lat])
+        return or_(*(point.op("<@")(_pg_box(*box)) for box in boxes))
+
+    def _coarse(self, where: Location, shape: geo.Shape) -> ColumnElement[bool]:
+        boxes = geo.bounds(shape)
+        if self.dialect == "postgresql":
+            return self._pg_within(where, boxes)
+        rtree = table(where.rtree, *(column(name) for name in _RTREE), column(where.rtree_key))
+        found = [
+            select(rtree.c[where.rtree_key]).where(
+                rtree.c.max_lng >= _float(west),
+                rtree.c.min_lng <= _float(east),
+                rtree.c.max_lat >= _float(south),
+                rtree.c.min_lat <= _float(north),
+            )
+            for west, south, east, north in boxes
+        ]
+        return self.table.c[where.key].in_(found[0] if len(found) == 1 else union_all(*found))
+
     # How it compares.
 
     def _compare(self, expr: Any, kind: str, op: str, values: list[Any]) -> ColumnElement[bool]:
@@ -138,6 +187,101 @@ class Translator:
         if "*" in value:
             return lowered.like(_like_pattern(value.lower()), escape="\\")
         return lowered == value.lower()
+
+
+# --- Map search ---------------------------------------------------------------------------
+
+_RTREE = ("min_lng", "max_lng", "min_lat", "max_lat")
+
+
+# One instance of each type: a type made per value cost each statement's build.
+_DOUBLE: Double[float] = Double()
+_DOUBLES = ARRAY(_DOUBLE)
+
+
+def _float(value: float) -> Any:
+    return literal(value, _DOUBLE)
+
+
+def _pg_box(west: float, south: float, east: float, north: float) -> Any:
+    low, high = func.point(_float(west), _float(south)), func.point(_float(east), _float(north))
+    return func.box(low, high)
+
+
+def distance_from(
+    near: Comparison, catalogue: Catalogue, parameter: str = "p"
+) -> ColumnElement[float]:
+    """The distance in metres of each row's point from a `=near=` comparison's centre."""
+    field, (centre,) = resolve(near, catalogue, parameter)
+    assert field.location is not None and isinstance(centre, geo.Circle)
+    columns = catalogue.table.c
+    return distance(columns[field.location.lng], columns[field.location.lat], centre)
+
+
+def exact(lng: Any, lat: Any, shape: geo.Shape, dialect: str) -> ColumnElement[bool]:
+    """Whether the point (lng, lat) is in the shape, as `filters.geo.contains` decides."""
+    if isinstance(shape, geo.Box):
+        latitude = and_(lat >= _float(shape.south), lat <= _float(shape.north))
+        west, east = lng >= _float(shape.west), lng <= _float(shape.east)
+        return and_(latitude, and_(west, east) if shape.west <= shape.east else or_(west, east))
+    if isinstance(shape, geo.Circle):
+        near: ColumnElement[bool] = distance(lng, lat, shape) <= _float(shape.meters)
+        return near
+    if dialect == "postgresql":
+        return _pg_inside(lng, lat, shape)
+    inside = func.units_inside(lng, lat, literal(geo.polygon_text(shape)), type_=Integer)
+    return inside == 1
+
+
+def distance(lng: Any, lat: Any, centre: geo.Circle) -> ColumnElement[float]:
+    """The great-circle distance in metres from `centre`, as `filters.geo.distance` gives it
+    (null without a point): `units_distance`, the same formula on both databases (SQLite's is
+    that Python function, PostgreSQL's a SQL function, inlined into the statement, created by
+    migration 0010)."""
+    found: ColumnElement[float] = func.units_distance(
+        lng,
+        lat,
+        _float(centre.lng_rad),
+        _float(centre.lat_rad),
+        _float(centre.lat_cos),
+        type_=_DOUBLE,
+    )
+    return found
+
+
+# The per-edge values `filters.geo.on_edge` and `crosses` read, one array of each.
+_EDGE_VALUES: tuple[str, ...] = (
+    *("x1", "y1", "y2", "dx", "dy", "slope", "tolerance"),
+    *("x_low", "x_high", "y_low", "y_high"),
+)
+# `filters.geo.inside` for PostgreSQL, per row over the polygon's edges. Only edges level with
+# the point can hold it or be crossed: the others cost two comparisons each. Written as text
+# (the point's columns and the arrays filled in): built as an expression, it cost a request
+# more than the query itself.
+_PG_INSIDE = (
+    "(SELECT bool_or({lng} >= edge.x_low AND {lng} <= edge.x_high"
+    " AND {lat} >= edge.y_low AND {lat} <= edge.y_high"
+    " AND abs(edge.dx * ({lat} - edge.y1) - edge.dy * ({lng} - edge.x1)) <= edge.tolerance)"
+    " OR count(*) FILTER (WHERE (edge.y1 > {lat}) <> (edge.y2 > {lat})"
+    " AND {lng} < edge.x1 + ({lat} - edge.y1) * edge.slope) % 2 = 1"
+    " FROM unnest({arrays}) AS edge({names})"
+    " WHERE {lat} >= edge.y_low AND {lat} <= edge.y_high) IS TRUE"
+)
+
+
+def _pg_inside(lng: Any, lat: Any, shape: geo.Polygon) -> ColumnElement[bool]:
+    sql = _PG_INSIDE.format(
+        lng=f"{lng.table.name}.{lng.name}",
+        lat=f"{lat.table.name}.{lat.name}",
+        arrays=", ".join(f"CAST(:{name} AS float8[])" for name in _EDGE_VALUES),
+        names=", ".join(_EDGE_VALUES),
+    )
+    arrays = [
+        bindparam(name, [getattr(edge, name) for edge in shape.edges], _DOUBLES, unique=True)
+        for name in _EDGE_VALUES
+    ]
+    inside: ColumnElement[bool] = and_(text(sql).bindparams(*arrays))
+    return inside
 
 
 def to_condition(

@@ -14,7 +14,13 @@ OPERATORS = {
     "=in=": "in",
     "=out=": "out",
     "=null=": "null",
+    # Map search, on a location field (filters.geo).
+    "=within=": "within",
+    "=near=": "near",
+    "=inside=": "inside",
 }
+# Operators that take a list in parentheses.
+LISTS = ("in", "out", "within", "near", "inside")
 ALIASES = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 
 
@@ -37,3 +43,19 @@ class Or:
 
 
 Node = Comparison | And | Or
+
+
+def comparisons(node: Node) -> list[Comparison]:
+    """Every comparison of a tree, in order."""
+    if isinstance(node, Comparison):
+        return [node]
+    return [found for child in node.children for found in comparisons(child)]
+
+
+def required(node: Node) -> list[Comparison]:
+    """The comparisons every match satisfies: the tree's, joined to it by AND only."""
+    if isinstance(node, Comparison):
+        return [node]
+    if isinstance(node, Or):
+        return [] if len(node.children) > 1 else required(node.children[0])
+    return [found for child in node.children for found in required(child)]

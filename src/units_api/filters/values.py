@@ -13,6 +13,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from units_api.errors import InvalidParameter
+from units_api.filters import geo
 from units_api.filters.fields import Catalogue, Field, Kind
 from units_api.filters.tree import Comparison
 
@@ -66,15 +67,37 @@ def resolve(
 ) -> tuple[Field, list[Any]]:
     """The field a comparison names and its values as that field's kind.
 
-    `=null=` takes one boolean whatever the field. An unknown field or a value that is not of
-    the kind is a 400.
+    `=null=` takes one boolean whatever the field. A location field takes `=null=` and the
+    map operators, whose one value is their shape (filters.geo), and only it takes those. An
+    unknown field or a value that is not of the kind is a 400.
     """
     field = catalogue.fields.get(comparison.selector)
     if field is None:
         raise comparison_error(comparison, parameter, f"unknown field '{comparison.selector}'")
+    if field.kind == "location" or comparison.operator in geo.SHAPES:
+        return field, _map_values(comparison, catalogue, field, parameter)
     kind: Kind = "boolean" if comparison.operator == "null" else field.kind
     raws = comparison.values[:1] if comparison.operator == "null" else comparison.values
     return field, [_parse(comparison, parameter, kind, raw) for raw in raws]
+
+
+def _map_values(
+    comparison: Comparison, catalogue: Catalogue, field: Field, parameter: str
+) -> list[Any]:
+    operator = comparison.operator
+    if field.kind != "location":
+        located = [name for name, known in catalogue.fields.items() if known.kind == "location"]
+        message = f"={operator}= applies to a location ({', '.join(located)}), not to"
+        raise comparison_error(comparison, parameter, f"{message} {comparison.selector}")
+    if operator == "null":
+        return [_parse(comparison, parameter, "boolean", comparison.values[0])]
+    if operator not in geo.SHAPES:
+        message = f"{comparison.selector} takes =within=, =near=, =inside= or =null="
+        raise comparison_error(comparison, parameter, message)
+    try:
+        return [geo.parse_shape(operator, comparison.values)]
+    except ValueError as error:
+        raise comparison_error(comparison, parameter, str(error)) from None
 
 
 def _parse(comparison: Comparison, parameter: str, kind: Kind, raw: str) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ from starlette.datastructures import URL
 
 from units_api.errors import InvalidParameter
 
-Value = int | str | uuid.UUID | datetime | Decimal | None
+Value = int | str | uuid.UUID | datetime | Decimal | float | None
 Kind = Callable[[Any], Value]
 Row = TypeVar("Row")
 
@@ -89,6 +90,13 @@ def _number(raw: Any) -> Decimal:
     return number
 
 
+def _float(raw: Any) -> float:
+    number = float(_text(raw))
+    if not math.isfinite(number):
+        raise ValueError("not a finite number")
+    return number
+
+
 def _time(raw: Any) -> datetime:
     moment = datetime.fromisoformat(_text(raw))
     if moment.tzinfo is None:
@@ -103,6 +111,7 @@ def _uuid(raw: Any) -> uuid.UUID:
 TEXT: Kind = _text
 INTEGER: Kind = _integer
 NUMBER: Kind = _number
+FLOAT: Kind = _float  # a binary float, such as a computed distance
 TIME: Kind = _time
 UUID: Kind = _uuid
 

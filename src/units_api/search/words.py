@@ -34,20 +34,21 @@ class IndexedText:
     ranking: list[str]
 
 
-def _words(fields: Mapping[str, object], names: Iterable[str]) -> list[str]:
-    # The fields are normalised together: normalisation never joins across a line break.
-    text = "\n".join(v for v in (fields.get(name) for name in names) if isinstance(v, str))
-    return list(dict.fromkeys(word for word in tokens(text) if len(word) <= MAX_WORD))
-
-
 def index_text(fields: Mapping[str, object]) -> IndexedText:
     """A unit's search words, from its searchable fields."""
-    written = _words(fields, SEARCH_FIELDS)
+    written: dict[str, None] = {}
+    named: dict[str, None] = {}
+    for name in SEARCH_FIELDS:
+        value = fields.get(name)
+        if not isinstance(value, str):
+            continue
+        words = [word for word in tokens(value) if len(word) <= MAX_WORD]
+        written.update(dict.fromkeys(words))
+        if name in NAME_FIELDS:
+            named.update(dict.fromkeys(words))
     lexemes = dict.fromkeys(form for word in written for form in word_forms(word))
-    named = dict.fromkeys(
-        NAME_MARK + form for word in _words(fields, NAME_FIELDS) for form in word_forms(word)
-    )
-    return IndexedText(list(lexemes), [*written, *named])
+    marked = [NAME_MARK + form for form in dict.fromkeys(f for w in named for f in word_forms(w))]
+    return IndexedText(list(lexemes), [*written, *marked])
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""The one writer of unit changes: the unit row, its history entry, its outbox event, its
-search words and the unit count, for one unit or a batch.
+"""The one writer of unit changes: the unit row (its point for map search included), its
+history entry, its outbox event, its search words and the unit count, for one unit or a batch.
 
 Single writes, the state machines, bulk updates and seeding all write through here, inside
 the caller's transaction. The writer owns versions: an update or a delete moves the record
@@ -9,8 +9,8 @@ PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over its ro
 or plain parameters for one unit), run as a prepared statement on the transaction's own
 asyncpg connection, so a single write is one round trip; large inserts go through binary
 COPY instead. SQLite: one
-statement per table (its single writer makes round trips cheap), and events take their feed
-positions at once (see `events/sequencer.py`).
+statement per table (its single writer makes round trips cheap), events take their feed
+positions at once (see `events/sequencer.py`), and the points' R*Tree is kept beside units.
 """
 
 # The statements below are built once, at import, from the tables' own column names; every
@@ -372,6 +372,28 @@ def fts_rowid(unit_id: uuid.UUID) -> int:
     return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
 
 
+# Map search's R*Tree of the units' points, keyed as the search table is, its auxiliary
+# unit_id leading to the unit (filters.sql reads it for the coarse test only: it keeps 32-bit
+# floats, rounded outwards).
+_POINT_DELETE = text("DELETE FROM unit_locations WHERE id = :rowid")
+_POINT_INSERT = text(
+    "INSERT INTO unit_locations (id, min_lng, max_lng, min_lat, max_lat, unit_id) "
+    "VALUES (:rowid, :lng, :lng, :lat, :lat, :id)"
+)
+
+
+async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid.UUID]) -> None:
+    if rows.kind != "insert":
+        await conn.execute(_POINT_DELETE, [{"rowid": fts_rowid(i)} for i in ids])
+    located = [
+        {"rowid": fts_rowid(row["id"]), "id": row["id"].hex, "lng": row["lng"], "lat": row["lat"]}
+        for row in rows.units
+        if row["lng"] is not None
+    ]
+    if located:
+        await conn.execute(_POINT_INSERT, located)
+
+
 async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
     ids = [row["unit_id"] for row in rows.history]
     if rows.kind == "insert":
@@ -389,6 +411,7 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
             raise Moved
     else:
         await conn.execute(_DELETE_UNIT, [{"unit_id": unit_id} for unit_id in ids])
+    await _write_sqlite_points(conn, rows, ids)
     replaced = ids if rows.kind == "delete" else [unit_id for unit_id, _, _ in rows.words]
     if rows.kind != "insert" and replaced:
         await conn.execute(_FTS_DELETE, [{"rowid": fts_rowid(i)} for i in replaced])

@@ -21,6 +21,12 @@ SORTABLE = {
 }
 
 
+# Sort keys that are not columns: computed per request (units.repository.Computed).
+RELEVANCE = "relevance"  # needs a search text (section 5)
+DISTANCE = "distance"  # needs exactly one =near= in the filter (section 4)
+COMPUTED_SORTS = (RELEVANCE, DISTANCE)
+
+
 @dataclass(frozen=True, slots=True)
 class SortKey:
     field: str

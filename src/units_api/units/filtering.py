@@ -8,9 +8,10 @@ from functools import lru_cache
 from sqlalchemy import ColumnElement
 
 from units_api.filters.evaluate import Predicate, compile_filter
-from units_api.filters.fields import Catalogue, Field, model_fields
-from units_api.filters.sql import to_condition
-from units_api.filters.tree import Node
+from units_api.filters.fields import Catalogue, Field, Location, model_fields
+from units_api.filters.geo import SHAPES
+from units_api.filters.sql import distance_from, to_condition
+from units_api.filters.tree import Comparison, Node, comparisons, required
 from units_api.units.schemas import UnitFields
 from units_api.units.tables import FIELD_COLUMNS, units
 
@@ -22,6 +23,14 @@ _SERVER_FIELDS = {
     "status": Field("text", column="publishing_status", path=("publishing", "status")),
     "availability": Field("text", column="availability_status", path=("availability", "status")),
     "channel": Field("text", array=("publishing", "channels")),
+    # Map search: the GeoJSON Point's coordinates, in the lng and lat columns; on SQLite
+    # indexed in the R*Tree `unit_locations`, keyed as the search table is
+    # (units/changes.py writes both; migration 0010).
+    "unitLocation": Field(
+        "location",
+        path=("unitLocation", "coordinates"),
+        location=Location(lng="lng", lat="lat", rtree="unit_locations", rtree_key="unit_id"),
+    ),
 }
 
 UNIT_CATALOGUE = Catalogue(
@@ -34,6 +43,26 @@ UNIT_CATALOGUE = Catalogue(
 def unit_condition(node: Node | None, dialect: str, parameter: str = "p") -> ColumnElement[bool]:
     """The condition a filter (or a key's policy) puts on `units` rows; true for none."""
     return to_condition(node, UNIT_CATALOGUE, dialect, parameter)
+
+
+def located(node: Node | None) -> bool:
+    """Whether a filter searches the map."""
+    return node is not None and any(found.operator in SHAPES for found in comparisons(node))
+
+
+def unit_near(node: Node | None) -> Comparison | None:
+    """The filter's `=near=`, when it has exactly one and every match satisfies it (it is
+    joined to the rest by AND): the point a sort by distance measures from."""
+    if node is None:
+        return None
+    nears = [found for found in comparisons(node) if found.operator == "near"]
+    return nears[0] if len(nears) == 1 and nears[0] in required(node) else None
+
+
+def unit_distance(near: Comparison) -> ColumnElement[float]:
+    """Each unit's distance in metres from a `=near=` comparison's point (the same SQL on
+    both databases)."""
+    return distance_from(near, UNIT_CATALOGUE)
 
 
 @lru_cache(maxsize=1024)

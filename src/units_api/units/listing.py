@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
@@ -20,13 +21,20 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.json import load_stored
 from units_api.http.paging import Limit, page_links, whole_number
-from units_api.search.index import Words, count_matches, match, newest_matches
+from units_api.search.index import (
+    Words,
+    count_matches,
+    match,
+    newest_matches,
+    relevant_matches,
+)
 from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import CountCache, estimate, exact_count
-from units_api.units.fields import SORTABLE, SortKey
-from units_api.units.filtering import unit_condition
+from units_api.units.fields import COMPUTED_SORTS, DISTANCE, RELEVANCE, SORTABLE, SortKey
+from units_api.units.filtering import located, unit_condition, unit_distance, unit_near
+from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 from units_api.units.tables import units
 
@@ -55,14 +63,23 @@ def _csv(raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",")]
 
 
+SORT_NAMES = (*SORTABLE, *COMPUTED_SORTS)
+
+
 def _sort(sort_by: str | None, order: str | None) -> tuple[SortKey, ...]:
+    for name, value in (("sortBy", sort_by), ("order", order)):
+        if value is not None and not value.strip():
+            raise InvalidParameter(name, "is empty; leave it out for the default")
     names = _csv(sort_by) if sort_by else ["createdAt"]
     for name in names:
-        if name not in SORTABLE:
-            raise InvalidParameter("sortBy", f"'{name}' is not sortable; use {', '.join(SORTABLE)}")
+        if name not in SORT_NAMES:
+            raise InvalidParameter(
+                "sortBy", f"'{name}' is not sortable; use {', '.join(SORT_NAMES)}"
+            )
     if len(set(names)) != len(names):
         raise InvalidParameter("sortBy", "names a field twice")
-    orders = _csv(order) if order else ["desc"]
+    # Nearest first, anything else newest or highest first, unless asked otherwise.
+    orders = _csv(order) if order else ["asc" if n == DISTANCE else "desc" for n in names]
     for value in orders:
         if value not in ("asc", "desc"):
             raise InvalidParameter("order", f"'{value}' is not asc or desc")
@@ -70,7 +87,22 @@ def _sort(sort_by: str | None, order: str | None) -> tuple[SortKey, ...]:
         orders = orders * len(names)
     if len(orders) != len(names):
         raise InvalidParameter("order", "give one order, or one per sortBy field")
-    return tuple(SortKey(n, o == "desc") for n, o in zip(names, orders, strict=True))
+    return with_recency(tuple(SortKey(n, o == "desc") for n, o in zip(names, orders, strict=True)))
+
+
+def with_recency(sort: tuple[SortKey, ...]) -> tuple[SortKey, ...]:
+    """Relevance ranks ties by recency (CONTRACT 5): createdAt follows it, in its direction,
+    unless the sort names createdAt itself."""
+    fields = [key.field for key in sort]
+    if RELEVANCE not in fields or "createdAt" in fields:
+        return sort
+    at = fields.index(RELEVANCE) + 1
+    return (*sort[:at], SortKey("createdAt", sort[at - 1].descending), *sort[at:])
+
+
+def check_relevance(sort: tuple[SortKey, ...], words: tuple[str, ...], parameter: str) -> None:
+    if not words and any(key.field == RELEVANCE for key in sort):
+        raise InvalidParameter(parameter, "relevance needs a search text (q) with a word in it")
 
 
 def _fields(raw: str | None) -> tuple[str, ...] | None:
@@ -106,23 +138,31 @@ def parse_list_params(request: Request) -> ListParams:
     q = query.get("q")
     if q is not None and len(q) > MAX_QUERY_LENGTH:
         raise InvalidParameter("q", f"is longer than {MAX_QUERY_LENGTH} characters")
+    sort = _sort(query.get("sortBy"), query.get("order"))
+    words = tuple(query_tokens(q or ""))
+    check_relevance(sort, words, "sortBy")
+    tree = parse_filter(raw_filter, "p") if raw_filter is not None else None
+    check_distance(sort, tree, "sortBy", "p")
     return ListParams(
         limit=limit,
         page=page,
-        sort=_sort(query.get("sortBy"), query.get("order")),
+        sort=sort,
         fields=_fields(query.get("fields")),
-        filter=parse_filter(raw_filter, "p") if raw_filter is not None else None,
+        filter=tree,
         q=q,
-        words=tuple(query_tokens(q or "")),
+        words=words,
         count=_count_mode(request.headers.get("prefer")),
     )
 
 
-def _project(doc: str, fields: tuple[str, ...] | None) -> Any:
+def _project(doc: str, fields: tuple[str, ...] | None, shown: dict[str, Any]) -> Any:
+    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
     if fields is None:
-        return orjson.Fragment(doc)
+        if not shown:
+            return orjson.Fragment(doc)
+        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
     record = load_stored(doc)
-    return {name: record.get(name) for name in fields}
+    return {name: record.get(name) for name in fields} | shown
 
 
 def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None) -> bool:
@@ -151,6 +191,42 @@ async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, 
     return first_words(words, sizes, counts.remembered((None, None, words)), few)
 
 
+def by_relevance(words: Words, dialect: str, first: Words = ()) -> Computed:
+    """The relevance sort key: the search's matches joined to the units, with their score."""
+    relevant = relevant_matches(words, dialect, first)
+    return Computed(
+        MappingProxyType({RELEVANCE: relevant.c.score}),
+        units.join(relevant, relevant.c.unit_id == units.c.id),
+    )
+
+
+# The field a sort by distance adds to each record: metres from the =near= point.
+DISTANCE_FIELD = "distanceMeters"
+
+
+def check_distance(
+    sort: tuple[SortKey, ...], tree: Node | None, parameter: str, filter_parameter: str
+) -> None:
+    if any(key.field == DISTANCE for key in sort) and unit_near(tree) is None:
+        raise InvalidParameter(
+            parameter,
+            f"distance needs exactly one unitLocation=near= in {filter_parameter}, joined to "
+            "the rest of it by ';' (every match is then within its distance)",
+        )
+
+
+def by_distance(sort: tuple[SortKey, ...], tree: Node | None) -> Computed:
+    """The distance sort key (none unless the sort names it): metres from the filter's one
+    `=near=` point, added to each record as `distanceMeters`."""
+    near = unit_near(tree)
+    if near is None or all(key.field != DISTANCE for key in sort):
+        return NOTHING_COMPUTED
+    return Computed(
+        MappingProxyType({DISTANCE: unit_distance(near)}),
+        shown=MappingProxyType({DISTANCE: DISTANCE_FIELD}),
+    )
+
+
 async def list_units(
     db: Database,
     counts: CountCache,
@@ -163,21 +239,31 @@ async def list_units(
     offset = (params.page - 1) * params.limit
     async with db.read() as conn:
         first = await _first_words(conn, counts, params.words, few_matches)
-        condition = and_(
+        filtered = and_(
             unit_condition(params.filter, db.dialect),
             unit_condition(policy, db.dialect, "policy"),
-            match(params.words, db.dialect, units.c.id, first),
         )
+        condition = and_(filtered, match(params.words, db.dialect, units.c.id, first))
+        distance = by_distance(params.sort, params.filter)
+        # A map search finds its page in the index of the points (repository.page_query).
+        from_index = located(params.filter) or located(policy)
         if _newest_matches_alone(db, params, policy):
             descending = params.sort[0].descending
             hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
             query = repository.hits_query(hits, descending)
+        elif any(key.field == RELEVANCE for key in params.sort):
+            # The matches come with their score from the search table, joined to the units.
+            computed = by_relevance(params.words, db.dialect, first)
+            computed = Computed({**computed.keys, **distance.keys}, computed.source, distance.shown)
+            query = repository.page_query(
+                filtered, params.sort, params.limit + 1, offset, db.dialect, computed, from_index
+            )
         else:
             query = repository.page_query(
-                condition, params.sort, params.limit + 1, offset, db.dialect
+                condition, params.sort, params.limit + 1, offset, db.dialect, distance, from_index
             )
         seen = counts.seen
-        docs, version = await repository.read_page(conn, query)
+        docs, version, values = await repository.read_page(conn, query)
         counts.saw(version)
         mode: str = params.count
         total: int | None = None
@@ -202,7 +288,10 @@ async def list_units(
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {
-        "data": [_project(doc, params.fields) for doc in docs[: params.limit]],
+        "data": [
+            _project(doc, params.fields, dict(zip(distance.shown.values(), shown, strict=False)))
+            for doc, shown in zip(docs[: params.limit], values, strict=False)
+        ],
         "meta": {
             "page": params.page,
             "limit": params.limit,

@@ -8,17 +8,46 @@ from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, and_, distinct, func
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, format_time
 from units_api.errors import ValidationFailed
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.json import load_stored
-from units_api.http.paging import NUMBER, TEXT, TIME, UUID, Keyset, Kind, nullable
+from units_api.http.json import dumps, load_stored
+from units_api.http.paging import (
+    FLOAT,
+    INTEGER,
+    NUMBER,
+    TEXT,
+    TIME,
+    UUID,
+    Keyset,
+    Kind,
+    nullable,
+)
 from units_api.search.index import search_condition
+from units_api.search.normalize import query_tokens
 from units_api.units import repository
-from units_api.units.fields import AGGREGATABLE, GROUPABLE, NUMERIC, TIMES, SortKey
-from units_api.units.filtering import unit_condition
+from units_api.units.fields import (
+    AGGREGATABLE,
+    DISTANCE,
+    GROUPABLE,
+    NUMERIC,
+    RELEVANCE,
+    TIMES,
+    SortKey,
+)
+from units_api.units.filtering import located, unit_condition
+from units_api.units.listing import (
+    by_distance,
+    by_relevance,
+    check_distance,
+    check_relevance,
+    with_recency,
+)
+from units_api.units.remembering import Answer, ResultCache, question_key
+from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.schemas import (
     Aggregate,
     QueryRequest,
@@ -34,22 +63,37 @@ _FUNCTIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _condition(db: Database, request: QueryRequest, policy: Node | None) -> ColumnElement[bool]:
+def _filtered(db: Database, request: QueryRequest, policy: Node | None) -> ColumnElement[bool]:
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
     return and_(
         unit_condition(tree, db.dialect, "filter"),
         unit_condition(policy, db.dialect, "policy"),
-        search_condition(request.q, db.dialect, units.c.id),
     )
 
 
-async def run_query(db: Database, request: QueryRequest, policy: Node | None) -> dict[str, Any]:
-    condition = _condition(db, request, policy)
+async def run_query(
+    db: Database, request: QueryRequest, policy: Node | None, results: ResultCache | None = None
+) -> dict[str, Any]:
+    """A page of units, or the aggregates' rows (remembered in `results` when given)."""
     if request.aggregates:
-        return await _aggregates(db, request, condition)
+        return await _aggregates(db, request, policy, results)
+    filtered = _filtered(db, request, policy)
+    condition = and_(filtered, search_condition(request.q, db.dialect, units.c.id))
     if request.groupBy:
         raise ValidationFailed([("groupBy", "needs at least one aggregate")])
-    return await _page(db, request, condition)
+    sort = _sort(request)
+    words = tuple(query_tokens(request.q or ""))
+    check_relevance(sort, words, "sort")
+    tree = parse_filter(request.filter, "filter") if request.filter is not None else None
+    check_distance(sort, tree, "sort", "filter")
+    distance = by_distance(sort, tree)
+    # A map search finds its page in the index of the points (repository.page_query).
+    from_index = located(tree) or located(policy)
+    if any(key.field == RELEVANCE for key in sort):
+        relevance = by_relevance(words, db.dialect)
+        computed = Computed({**relevance.keys, **distance.keys}, relevance.source, distance.shown)
+        return await _page(db, request, sort, filtered, computed, from_index)
+    return await _page(db, request, sort, condition, distance, from_index)
 
 
 # Keyset pages.
@@ -58,10 +102,14 @@ async def run_query(db: Database, request: QueryRequest, policy: Node | None) ->
 def _sort(request: QueryRequest) -> tuple[SortKey, ...]:
     if not request.sort:
         return DEFAULT_SORT
-    return tuple(SortKey(spec.field, spec.order == "desc") for spec in request.sort)
+    return with_recency(tuple(SortKey(spec.field, spec.descending) for spec in request.sort))
 
 
 def _kind(field: str) -> Kind:
+    if field == RELEVANCE:
+        return INTEGER
+    if field == DISTANCE:
+        return FLOAT
     if field in TIMES:
         return nullable(TIME)
     if field in NUMERIC:
@@ -75,29 +123,44 @@ def _keyset(sort: tuple[SortKey, ...]) -> Keyset:
     return Keyset(f"query:{order}", (*(_kind(key.field) for key in sort), UUID))
 
 
-def _project(doc: str, fields: list[str] | None) -> Any:
+def _project(doc: str, fields: list[str] | None, shown: dict[str, Any]) -> Any:
+    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
     if fields is None:
-        return orjson.Fragment(doc)
+        if not shown:
+            return orjson.Fragment(doc)
+        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
     record = load_stored(doc)
-    return {name: record.get(name) for name in dict.fromkeys(["id", *fields])}
+    return {name: record.get(name) for name in dict.fromkeys(["id", *fields])} | shown
 
 
 async def _page(
-    db: Database, request: QueryRequest, condition: ColumnElement[bool]
+    db: Database,
+    request: QueryRequest,
+    sort: tuple[SortKey, ...],
+    condition: ColumnElement[bool],
+    computed: Computed = NOTHING_COMPUTED,
+    from_index: bool = False,
 ) -> dict[str, Any]:
-    sort = _sort(request)
     keyset = _keyset(sort)
     after = keyset.decode(request.cursor)
     if after is not None:
         *values, last_id = after
-        condition = and_(condition, repository.keyset_after(sort, values, last_id, db.dialect))
+        after_last = repository.keyset_after(sort, values, last_id, db.dialect, computed)
+        condition = and_(condition, after_last)
     async with db.read() as conn:
-        rows = await repository.keyset_page(conn, condition, sort, request.limit + 1)
+        rows = await repository.keyset_page(
+            conn, condition, sort, request.limit + 1, computed, from_index
+        )
     shown, next_cursor = keyset.page(
         rows, request.limit, lambda row: [*(row[f"k{i}"] for i in range(len(sort))), row["id"]]
     )
+    names = [key.field for key in sort]
+    added = {field: f"k{names.index(name)}" for name, field in computed.shown.items()}
     return {
-        "data": [_project(row["doc"], request.fields) for row in shown],
+        "data": [
+            _project(row["doc"], request.fields, {field: row[k] for field, k in added.items()})
+            for row in shown
+        ],
         "nextCursor": next_cursor,
     }
 
@@ -105,18 +168,24 @@ async def _page(
 # Aggregates.
 
 
-def _measure(alias: str, spec: Aggregate) -> Any:
+def _check(alias: str, spec: Aggregate) -> None:
     path = f"aggregates.{alias}.field"
     if spec.field is None:
         if spec.fn != "count":
             raise ValidationFailed([(path, f"{spec.fn} needs a field")])
-        return func.count()
-    column_name = AGGREGATABLE.get(spec.field)
-    if column_name is None:
+        return
+    if spec.field not in AGGREGATABLE:
         raise ValidationFailed([(path, f"must be one of: {', '.join(AGGREGATABLE)}")])
-    column = units.c[column_name]
     if spec.fn in ("sum", "avg") and spec.field not in NUMERIC:
         raise ValidationFailed([(path, f"{spec.fn} needs a number: {', '.join(NUMERIC)}")])
+
+
+def _measure(spec: Aggregate) -> Any:
+    """The SQL of a checked aggregate (built only to compute it: it costs more than a
+    remembered answer)."""
+    if spec.field is None:
+        return func.count()
+    column = units.c[AGGREGATABLE[spec.field]]
     if spec.fn == "count":
         return func.count(column)
     if spec.fn == "countDistinct":
@@ -132,9 +201,7 @@ def _output(value: Any, fn: str | None) -> Any:
     return value
 
 
-async def _aggregates(
-    db: Database, request: QueryRequest, condition: ColumnElement[bool]
-) -> dict[str, Any]:
+def _check_aggregates(request: QueryRequest) -> None:
     for name in ("cursor", "sort", "fields"):
         if getattr(request, name):
             raise ValidationFailed([(name, "does not apply to aggregates")])
@@ -143,13 +210,48 @@ async def _aggregates(
         raise ValidationFailed(
             [(f"aggregates.{a}", "clashes with a groupBy field") for a in clashes]
         )
-    measures = [(alias, _measure(alias, spec)) for alias, spec in request.aggregates.items()]
-    groups = [(name, GROUPABLE[name]) for name in request.groupBy]
-    async with db.read() as conn:
-        rows = await repository.aggregate(conn, condition, groups, measures, request.limit)
-    functions = {alias: spec.fn for alias, spec in request.aggregates.items()}
-    return {
-        "data": [
-            {key: _output(value, functions.get(key)) for key, value in row.items()} for row in rows
-        ]
-    }
+    for alias, spec in request.aggregates.items():
+        _check(alias, spec)
+
+
+def _question(request: QueryRequest, policy: Node | None) -> str:
+    """All an aggregate's answer depends on besides the units, the key's policy included."""
+    return question_key(
+        [(alias, spec.fn, spec.field) for alias, spec in request.aggregates.items()],
+        request.groupBy,
+        request.limit,
+        request.filter,
+        query_tokens(request.q or ""),
+        repr(policy),  # a filter tree's repr is its values
+    )
+
+
+async def _aggregates(
+    db: Database, request: QueryRequest, policy: Node | None, results: ResultCache | None
+) -> dict[str, Any]:
+    try:
+        _check_aggregates(request)
+    except ValidationFailed:
+        _filtered(db, request, policy)  # a bad filter is named first, as it always was
+        raise
+    names = [*request.groupBy, *request.aggregates]
+    functions: list[str | None] = [None] * len(request.groupBy)
+    functions += [spec.fn for spec in request.aggregates.values()]
+
+    async def compute(conn: AsyncConnection) -> Answer:
+        condition = and_(
+            _filtered(db, request, policy), search_condition(request.q, db.dialect, units.c.id)
+        )
+        groups = [(name, GROUPABLE[name]) for name in request.groupBy]
+        measures = [(alias, _measure(spec)) for alias, spec in request.aggregates.items()]
+        version, rows = await repository.aggregate(conn, condition, groups, measures, request.limit)
+        rendered = (zip(names, functions, row, strict=True) for row in rows)
+        data = [{name: _output(value, fn) for name, fn, value in row} for row in rendered]
+        return version, dumps(data)
+
+    if results is None:
+        async with db.read() as conn:
+            body = (await compute(conn))[1]
+    else:
+        body = await results.answer(_question(request, policy), compute)
+    return {"data": orjson.Fragment(body)}

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from units_api.db import format_time, parse_time
+from units_api.filters.geo import point
 from units_api.http.json import dumps_plain, load_stored
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import FIELD_COLUMNS
@@ -60,6 +61,9 @@ class UnitRecord:
             reserved_until=parse_time(self.availability["reservedUntil"]),
             doc=self.render().decode(),
         )
+        location = self.fields.get("unitLocation")
+        located = point(location.get("coordinates") if isinstance(location, dict) else None)
+        values["lng"], values["lat"] = located or (None, None)
         return values
 
     @classmethod

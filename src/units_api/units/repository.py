@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    FromClause,
     Select,
     Subquery,
     and_,
+    literal_column,
     or_,
     select,
+    true,
 )
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -78,38 +83,93 @@ async def history_page(
     return list((await conn.execute(query)).mappings())
 
 
-def sort_column(field: str, dialect: str) -> Any:
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """Sort keys that are not columns (units.fields.COMPUTED_SORTS): each one's expression,
+    the rows it reads beside the units (`source`: units, or units joined to them), and the
+    keys whose value a page adds to each record (`shown`: key, then the record's field)."""
+
+    keys: Mapping[str, ColumnElement[Any]] = field(default_factory=lambda: MappingProxyType({}))
+    source: FromClause = units
+    shown: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+NOTHING_COMPUTED = Computed()
+
+
+def sort_column(field: str, dialect: str, computed: Computed = NOTHING_COMPUTED) -> Any:
     """The column a sort key reads; text compares by code point on both dialects."""
+    if field in computed.keys:
+        return computed.keys[field]
     column: Any = units.c[SORTABLE[field]]
     if dialect == "postgresql" and field in TEXT_SORT_FIELDS:
         column = column.collate("C")
     return column
 
 
-def _order_by(sort: Sequence[SortKey], dialect: str) -> list[Any]:
+def _order_by(
+    sort: Sequence[SortKey],
+    dialect: str,
+    computed: Computed,
+    columns: Sequence[Any] | None = None,
+    tie: Any = units.c.id,
+) -> list[Any]:
     """Null values sort last either way; ties break on id in the last key's direction.
+    `columns` and `tie`: where the sort values and the id are read, when not from the units.
 
     NOT NULL columns get no NULLS LAST, which would keep PostgreSQL off their indexes.
     """
     clauses: list[Any] = []
-    for key in sort:
-        column = sort_column(key.field, dialect)
+    for i, key in enumerate(sort):
+        column = sort_column(key.field, dialect, computed) if columns is None else columns[i]
         ordered = column.desc() if key.descending else column.asc()
-        clauses.append(ordered if key.field in NOT_NULL_SORT_FIELDS else ordered.nulls_last())
-    tie = units.c.id.desc() if sort[-1].descending else units.c.id.asc()
-    return [*clauses, tie]
+        not_null = key.field in NOT_NULL_SORT_FIELDS or key.field in computed.keys
+        clauses.append(ordered if not_null else ordered.nulls_last())
+    return [*clauses, tie.desc() if sort[-1].descending else tie.asc()]
 
 
 def page_query(
-    condition: ColumnElement[bool], sort: Sequence[SortKey], limit: int, offset: int, dialect: str
+    condition: ColumnElement[bool],
+    sort: Sequence[SortKey],
+    limit: int,
+    offset: int,
+    dialect: str,
+    computed: Computed = NOTHING_COMPUTED,
+    from_index: bool = False,
 ) -> Select[Any]:
-    """A page of records with the change version they are read at."""
-    return (
-        select(units.c.doc, CHANGE_VERSION)
+    """A page of records with the change version they are read at, then the values of
+    `computed.shown`.
+
+    `from_index`: the page's ids and sort values are found first, then its records by id, so
+    an index that holds every column the condition and the order read (map search's) finds
+    the page without reading the table.
+    """
+    order = _order_by(sort, dialect, computed)
+    if not from_index:
+        shown = [sort_column(key, dialect, computed).label(key) for key in computed.shown]
+        return (
+            select(units.c.doc, CHANGE_VERSION, *shown)
+            .select_from(computed.source)
+            .where(condition)
+            .order_by(*order)
+            .limit(limit)
+            .offset(offset)
+        )
+    values = [sort_column(key.field, dialect, computed).label(key.field) for key in sort]
+    page = (
+        select(units.c.id, *values)
+        .select_from(computed.source)
         .where(condition)
-        .order_by(*_order_by(sort, dialect))
+        .order_by(*order)
         .limit(limit)
         .offset(offset)
+        .subquery("page")
+    )
+    columns = [page.c[key.field] for key in sort]
+    return (
+        select(units.c.doc, CHANGE_VERSION, *(page.c[key] for key in computed.shown))
+        .select_from(page.join(units, units.c.id == page.c.id))
+        .order_by(*_order_by(sort, dialect, computed, columns, page.c.id))
     )
 
 
@@ -127,18 +187,26 @@ def hits_query(hits: Subquery, descending: bool) -> Select[Any]:
     )
 
 
-async def read_page(conn: AsyncConnection, query: Select[Any]) -> tuple[list[str], int | None]:
-    """The records of a page query, and the change version they were read at (None for none)."""
+async def read_page(
+    conn: AsyncConnection, query: Select[Any]
+) -> tuple[list[str], int | None, list[tuple[Any, ...]]]:
+    """The records of a page query, the change version they were read at (None for none),
+    and each record's values of the keys it shows."""
     rows = (await conn.execute(query)).all()
-    return [row[0] for row in rows], (int(rows[0][1]) if rows else None)
+    version = int(rows[0][1]) if rows else None
+    return [row[0] for row in rows], version, [tuple(row[2:]) for row in rows]
 
 
 def keyset_after(
-    sort: Sequence[SortKey], values: Sequence[Any], last_id: uuid.UUID, dialect: str
+    sort: Sequence[SortKey],
+    values: Sequence[Any],
+    last_id: uuid.UUID,
+    dialect: str,
+    computed: Computed = NOTHING_COMPUTED,
 ) -> ColumnElement[bool]:
     """Rows strictly after (values, last_id) in the order `_order_by` gives (nulls last)."""
     keys = [
-        (sort_column(key.field, dialect), key.descending, value)
+        (sort_column(key.field, dialect, computed), key.descending, value)
         for key, value in zip(sort, values, strict=True)
     ]
     keys.append((units.c.id, sort[-1].descending, last_id))
@@ -159,14 +227,32 @@ async def keyset_page(
     condition: ColumnElement[bool],
     sort: Sequence[SortKey],
     limit: int,
+    computed: Computed = NOTHING_COMPUTED,
+    from_index: bool = False,
 ) -> list[RowMapping]:
-    columns = [units.c[SORTABLE[key.field]].label(f"k{i}") for i, key in enumerate(sort)]
+    """Records with their id and sort values (`k0`, `k1`...); `from_index` as in
+    `page_query`."""
+    dialect = conn.dialect.name
+    columns = [
+        sort_column(key.field, dialect, computed).label(f"k{i}") for i, key in enumerate(sort)
+    ]
     query = (
-        select(units.c.doc, units.c.id, *columns)
+        select(units.c.id, *columns) if from_index else select(units.c.doc, units.c.id, *columns)
+    )
+    query = (
+        query.select_from(computed.source)
         .where(condition)
-        .order_by(*_order_by(sort, conn.dialect.name))
+        .order_by(*_order_by(sort, dialect, computed))
         .limit(limit)
     )
+    if from_index:
+        page = query.subquery("page")
+        values = [page.c[f"k{i}"] for i in range(len(sort))]
+        query = (
+            select(units.c.doc, page)
+            .select_from(page.join(units, units.c.id == page.c.id))
+            .order_by(*_order_by(sort, dialect, computed, values, page.c.id))
+        )
     return list((await conn.execute(query)).mappings())
 
 
@@ -176,10 +262,13 @@ async def aggregate(
     groups: Sequence[tuple[str, str]],
     measures: Sequence[tuple[str, Any]],
     limit: int,
-) -> list[RowMapping]:
-    group_columns = [units.c[column].label(name) for name, column in groups]
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """The change version and the rows (group values, then measures), read in one statement:
+    the version's single row joined to the groups, so that no group still reads it."""
+    group_columns = [units.c[column].label(f"g{i}") for i, (_, column) in enumerate(groups)]
+    measured = [expr.label(f"m{i}") for i, (_, expr) in enumerate(measures)]
     query = (
-        select(*group_columns, *(expr.label(alias) for alias, expr in measures))
+        select(literal_column("1").label("found"), *group_columns, *measured)
         .where(condition)
         .limit(limit)
     )
@@ -187,7 +276,15 @@ async def aggregate(
         query = query.group_by(*(units.c[column] for _, column in groups)).order_by(
             *(units.c[column].asc().nulls_last() for _, column in groups)
         )
-    return list((await conn.execute(query)).mappings())
+    rows = query.subquery("found")
+    version = select(CHANGE_VERSION.label("version")).subquery("version")
+    read = (
+        select(version.c.version, rows)
+        .select_from(version.outerjoin(rows, true()))
+        .order_by(*(rows.c[f"g{i}"].asc().nulls_last() for i in range(len(groups))))
+    )
+    result = (await conn.execute(read)).all()
+    return int(result[0][0]), [tuple(row[2:]) for row in result if row[1] is not None]
 
 
 async def due(

@@ -22,12 +22,18 @@ from units_api.http.body import JSON, MERGE_PATCH, read_json
 from units_api.http.docs import json_body, problems, ref, success
 from units_api.http.etag import etag, if_match, matches
 from units_api.http.json import JSONResponse
+from units_api.http.middleware import MAX_URL_BYTES
 from units_api.http.paging import Limit, link_header
 from units_api.http.paths import ID
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units import availability, bulk, listing, publishing, service
-from units_api.units.fields import SORTABLE
-from units_api.units.listing import COUNT_MODES, LIST_LIMIT, MAX_DEPTH, parse_list_params
+from units_api.units.listing import (
+    COUNT_MODES,
+    LIST_LIMIT,
+    MAX_DEPTH,
+    SORT_NAMES,
+    parse_list_params,
+)
 from units_api.units.query import run_query
 from units_api.units.schemas import (
     MAX_ITEMS,
@@ -101,12 +107,20 @@ def _unit_response(written: Written, status: int = 200) -> Response:
             docs.query(
                 "sortBy",
                 "Comma list of sort fields, each at most once (default `createdAt`); ties "
-                "break on `id`.",
-                docs.comma_list(SORTABLE, "createdAt"),
+                "break on `id`. `relevance` needs `q`: units where more words of `q` match "
+                "as written (not only by stem or prefix) come first, then those where they "
+                "match in `name` or `unitNameAr`, then the most recent (`order=desc`, the "
+                "default, is best first). `distance` needs exactly one `unitLocation=near=` "
+                "in `p`, joined to the rest by `;`: nearest first (its default order; "
+                "`order=desc` is the farthest first), and each unit, projected or not, "
+                "carries `distanceMeters`: its great-circle distance from the point in metres "
+                "(a number).",
+                docs.comma_list(SORT_NAMES, "createdAt"),
             ),
             docs.query(
                 "order",
-                "`asc` or `desc` (default) for every sort field, or one per `sortBy` field.",
+                "`asc` or `desc` (default; `asc` for `distance`) for every sort field, or one "
+                "per `sortBy` field.",
                 docs.comma_list(("asc", "desc"), "desc"),
             ),
             docs.query(
@@ -116,14 +130,20 @@ def _unit_response(written: Written, status: int = 200) -> Response:
             ),
             docs.query(
                 "p",
-                "Filter (RSQL), e.g. `city==Cairo;price=ge=1000000`.",
+                "Filter (RSQL), e.g. `city==Cairo;price=ge=1000000`. The URL may be up to "
+                f"{MAX_URL_BYTES:,} bytes (a longer one is a 414): a longer filter goes in the "
+                "query endpoint's body.",
                 {"type": "string", "maxLength": MAX_FILTER_LENGTH},
             ),
             docs.query(
                 "q",
-                "Search text: every word, as a word or a prefix, in "
+                "Search text: every word, in "
                 + ", ".join(f"`{name}`" for name in SEARCH_FIELDS)
-                + " (English or Arabic).",
+                + " (English or Arabic), by its stem or as a prefix: Arabic words lose "
+                "their article, attached conjunction and common suffixes (light10) and are "
+                "found with an attached preposition (`حديقة` finds `بحديقة`), English words "
+                "are stemmed by Snowball (`apartments` finds `apartment`); `pentho` finds "
+                "`penthouse`.",
                 {"type": "string", "maxLength": MAX_QUERY_LENGTH},
             ),
             docs.header(
@@ -185,7 +205,11 @@ async def create_unit(
     summary="Query units: filters, search, projection, cursors, aggregates",
     description="Keyset pagination with no depth limit (follow `nextCursor`); a cursor stays "
     "valid while units come and go. With `aggregates`, one row per `groupBy` group "
-    "(at most `limit` groups, ordered by the group fields).",
+    "(at most `limit` groups, ordered by the group fields). An aggregate asked again while no "
+    "unit has changed is answered from memory: remembered per question (aggregates, groups, "
+    "limit, filter, search and the key's policy) with the version of the units it was read "
+    "at, and given only while that version is current, so never stale; any write to any "
+    "unit makes the next answer a fresh one.",
     responses={
         **success(200, "QueryResult", "Units and a cursor, or aggregate rows"),
         **problems(400, 413, 415, 422),
@@ -197,7 +221,7 @@ async def query_units(request: Request) -> Response:
     context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
     spec = parse_model(QueryRequest, body.value)
-    result = await run_query(context.db, spec, principal.policy_tree)
+    result = await run_query(context.db, spec, principal.policy_tree, context.results)
     return JSONResponse(result)
 
 

@@ -6,7 +6,19 @@ indexed lookup and no re-serialisation. The scalar columns mirror the record for
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Index, Integer, String, Table, Text, Uuid, func
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Table,
+    Text,
+    Uuid,
+    func,
+)
 
 from units_api.db import Number, UTCDateTime, metadata
 
@@ -49,6 +61,9 @@ units = Table(
     Column("availability_status", String(20), nullable=False),
     Column("reserved_until", UTCDateTime),
     Column("doc", Text, nullable=False),
+    # The unitLocation's point, for map search (filters.geo); null without one (0010).
+    Column("lng", Double),
+    Column("lat", Double),
     Index("ix_units_created_at_id", "created_at", "id"),
     Index("ix_units_updated_at_id", "updated_at", "id"),
     Index("ix_units_city_price", "city", "price"),
@@ -87,6 +102,15 @@ Index(
 )
 Index("ix_units_lower_type", func.lower(units.c.type))
 Index("ix_units_lower_sub_project_id", func.lower(units.c.sub_project_id))
+# Map search's coarse test on PostgreSQL (`point(lng, lat) <@ box`); the included columns let
+# a page of a map search be read from the index alone (migration 0010). SQLite indexes the
+# points in an R*Tree table, `unit_locations` (units/filtering.py).
+Index(
+    "ix_units_location",
+    func.point(units.c.lng, units.c.lat),
+    postgresql_using="gist",
+    postgresql_include=["lng", "lat", "created_at", "id"],
+).ddl_if(dialect="postgresql")
 
 COUNTER_SHARDS = 16
 
@@ -98,4 +122,15 @@ unit_counters = Table(
     Column("shard", Integer, primary_key=True, autoincrement=False),
     Column("n", BigInteger, nullable=False),
     Column("changes", BigInteger, nullable=False, server_default="0"),
+)
+
+# The query endpoint's aggregate answers, one row per question (a digest of it), with the
+# change version they were read at; written only by units/remembering.py (migration 0009).
+remembered_results = Table(
+    "remembered_results",
+    metadata,
+    Column("question", String(64), primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("stored_at", UTCDateTime, nullable=False),
 )

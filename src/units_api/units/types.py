@@ -8,8 +8,15 @@ from decimal import Decimal
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, PlainValidator, StringConstraints
-from pydantic.json_schema import WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    PlainValidator,
+    StringConstraints,
+)
+from pydantic.json_schema import JsonSchemaValue, WithJsonSchema
+from pydantic_core import core_schema
 
 NAME_MAX = 200
 TEXT_MAX = 500
@@ -158,4 +165,25 @@ ReadingDate = Annotated[
         }
     ),
 ]
-NullAsEmpty = BeforeValidator(_none_as_empty)
+
+
+class _NullAsEmpty:
+    """A list where null means empty: a client may send either (the document says so), and
+    null is read as `[]`. A returned record always carries the list, so the schema of a
+    response (serialization mode) is the list alone."""
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_before_validator_function(_none_as_empty, handler(source))
+
+    def __get_pydantic_json_schema__(
+        self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        listed = handler(schema)
+        if handler.mode == "serialization":
+            return listed
+        return {"anyOf": [listed, {"type": "null"}], "description": "null is the same as []."}
+
+
+NullAsEmpty = _NullAsEmpty()
