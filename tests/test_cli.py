@@ -156,11 +156,12 @@ def test_export_then_import_round_trips_on_the_command_line(db_url: str, tmp_pat
 
     again = run_cli(db_url, "import", str(out), "--mode", "upsert")
     assert again.returncode == 0, again.stderr
-    assert "40 rows: 40 imported, 0 failed" in again.stdout
+    assert "40 rows: 0 created, 0 updated, 40 unchanged, 0 failed" in again.stdout
     copy = tmp_path / "copy.csv"
     assert run_cli(db_url, "export", "--format", "csv", "-o", str(copy)).returncode == 0
     created = run_cli(db_url, "import", str(copy))
     assert created.returncode == 0, created.stderr
+    assert "40 rows: 40 created, 0 updated, 0 unchanged, 0 failed" in created.stdout
     total = run_cli(db_url, "export", "--format", "jsonl", "--fields", "name", "-o", str(out))
     assert "exported 80 units" in total.stdout
 
@@ -171,6 +172,7 @@ def test_import_lists_failing_rows_and_exits_1(db_url: str, tmp_path: Path) -> N
     dry = run_cli(db_url, "import", str(rows), "--dry-run")
     assert dry.returncode == 1
     assert "2 rows: 1 valid (dry run: nothing written), 1 failed" in dry.stdout
+    assert "would be 1 created, 0 updated, 0 unchanged" in dry.stdout
     assert "row 2: name: is required" in dry.stderr and "row 2: price:" in dry.stderr
     atomic = run_cli(db_url, "import", str(rows), "--atomic")
     assert atomic.returncode == 2 and "nothing was written" in atomic.stderr

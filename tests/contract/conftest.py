@@ -25,6 +25,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
         "UNITS_API_ACCESS_LOG": "false",
         "UNITS_API_RATE_LIMIT": "1000000/minute",
+        "UNITS_API_WEBHOOK_ALLOW_PRIVATE": "true",  # a webhook to a loopback port
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "units_api", "serve", "--port", str(port)],

@@ -10,7 +10,7 @@ import io
 import json
 import random
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,12 @@ from sqlalchemy import update
 from tests.conftest import Api, start_api
 from units_api.config import Settings
 from units_api.db import format_time, utcnow
-from units_api.exports.formats import DOCUMENT_ORDER
+from units_api.exports.formats import (
+    DOCUMENT_ORDER,
+    STATUS_COLUMNS,
+    XLSX_DATE_FORMAT,
+    XLSX_MAX_WIDTH,
+)
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
 from units_api.jobs.scheduler import expire_files
@@ -98,6 +103,11 @@ def cell(value: Any) -> str:
     return value if isinstance(value, str) else dumps(value).decode()
 
 
+def statuses(unit: dict[str, Any]) -> list[str]:
+    """The read-only status columns of csv and xlsx."""
+    return [unit[source]["status"] for source in STATUS_COLUMNS.values()]
+
+
 async def test_jsonl_holds_each_unit_exactly_as_the_api_returns_it(api: Api) -> None:
     project, made = await make_units(api, 4)
     job = await run_export(api, {"format": "jsonl", "filter": f"subProjectId=={project}"})
@@ -118,8 +128,10 @@ async def test_csv_has_a_bom_a_header_and_every_field_exact(api: Api) -> None:
     content = await download(api, job)
     assert content.startswith(b"\xef\xbb\xbf")
     rows = list(csv.reader(io.StringIO(content.decode("utf-8-sig"), newline="")))
-    assert rows[0] == list(DOCUMENT_ORDER)
-    assert [row for row in rows[1:]] == [[cell(u[name]) for name in DOCUMENT_ORDER] for u in made]
+    assert rows[0] == [*DOCUMENT_ORDER, "publishingStatus", "availabilityStatus"]
+    assert [row for row in rows[1:]] == [
+        [*(cell(u[name]) for name in DOCUMENT_ORDER), *statuses(u)] for u in made
+    ]
     first = dict(zip(rows[0], rows[1], strict=True))
     assert first["price"] == "1250000.50" and first["unitDesc"] == FORMULA
     assert exact(first["paymentPlans"]) == made[0]["paymentPlans"]
@@ -150,7 +162,16 @@ async def test_xlsx_text_stays_text_and_numbers_stay_exact(api: Api) -> None:
     assert sheet is not None
     rows = list(sheet.iter_rows())
     header = [c.value for c in rows[0]]
-    assert header == list(DOCUMENT_ORDER)
+    assert header == [*DOCUMENT_ORDER, "publishingStatus", "availabilityStatus"]
+    assert sheet.freeze_panes == "A2"
+    assert sheet.auto_filter.ref == f"A1:{rows[0][-1].column_letter}4"
+    widths = {
+        number: dimension.width
+        for dimension in sheet.column_dimensions.values()
+        for number in range(dimension.min, dimension.max + 1)
+    }
+    for number, name in enumerate(header, start=1):
+        assert len(name) < widths[number] <= XLSX_MAX_WIDTH + 1  # (+ the cell's padding)
     first = {name: c for name, c in zip(header, rows[1], strict=True)}
     assert first["unitDesc"].value == FORMULA and first["unitDesc"].data_type == "s"
     assert first["unitShortDesc"].hyperlink is None
@@ -159,6 +180,14 @@ async def test_xlsx_text_stays_text_and_numbers_stay_exact(api: Api) -> None:
         values = {name: c.value for name, c in zip(header, row, strict=True)}
         assert values["name"] == unit["name"] and values["unitNameAr"] == unit["unitNameAr"]
         assert exact(values["floorsPlan"]) == unit["floorsPlan"]
+        assert [values[name] for name in STATUS_COLUMNS] == statuses(unit)
+        for name in ("createdAt", "updatedAt"):
+            cell_ = row[header.index(name)]
+            assert cell_.is_date and cell_.number_format == XLSX_DATE_FORMAT
+            assert format_time(cell_.value.replace(tzinfo=UTC)) == unit[name]
+        reading = unit["readings"][0]["readingDate"] if unit["readings"] else None
+        if reading is not None:
+            assert f'"readingDate":"{reading}"' in values["readings"]  # stays text
         if isinstance(values["surface"], float):
             assert Decimal(repr(values["surface"])) == unit["surface"]
 
@@ -173,6 +202,8 @@ async def test_parquet_columns_are_typed_and_exact(api: Api) -> None:
             "fields": ["price", "createdAt", "paymentPlans", "unitNameAr", "floorsPlan"],
         },
     )
+    assert (job["filter"], job["q"]) == (f"subProjectId=={project}", None)
+    assert job["fields"] == ["price", "createdAt", "paymentPlans", "unitNameAr", "floorsPlan"]
     table = pq.read_table(io.BytesIO(await download(api, job)))
     assert table.column_names == [
         "id",
@@ -256,6 +287,11 @@ async def test_the_file_is_a_409_before_success_and_a_410_after_expiry(
                 .values(expires_at=utcnow() - timedelta(seconds=1))
             )
         assert (await api.request("GET", f"{EXPORTS}/{job_id}/file")).status_code == 410
+        # expired at read, before the sweep deletes the file
+        job = (await api.request("GET", f"{EXPORTS}/{job_id}")).json()
+        assert job["status"] == "expired"
+        listed = (await api.request("GET", EXPORTS, params={"limit": 100})).json()["data"]
+        assert [j["status"] for j in listed if j["id"] == job_id] == ["expired"]
         assert await expire_files(api.context.db, api.context.storage) >= 1
         job = (await api.request("GET", f"{EXPORTS}/{job_id}")).json()
         assert job["status"] == "expired"

@@ -42,6 +42,7 @@ class Receiver:
     received: list[Received] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     delay: float = 0.0  # seconds to take before answering
+    reply: bytes = b"ok"  # the answer's body
 
     def of(self, unit_id: str) -> list[Received]:
         return [r for r in self.received if r.event.get("unitId") == unit_id]
@@ -76,7 +77,7 @@ async def receiver() -> AsyncIterator[Receiver]:
         target.received.append(got)
         target.arrived.set()
         status, headers = answer if isinstance(answer, tuple) else (answer, {})
-        return web.Response(status=status, headers=headers, text="ok")
+        return web.Response(status=status, headers=headers, body=target.reply)
 
     app.router.add_post(path, handle)
     runner = web.AppRunner(app)

@@ -7,7 +7,9 @@ stored as (`split_document`), never through floats.
 - jsonl: one document a line, as stored (projected by `fields` when asked).
 - csv: UTF-8 with a BOM, a header of field names, nested values as compact JSON text.
 - xlsx: one sheet; text is always text (never a formula or a link); a number that a
-  spreadsheet cell holds exactly is a number, any other is its exact text.
+  spreadsheet cell holds exactly is a number, any other is its exact text; the server's
+  times are date cells; the header row is frozen, with filter buttons.
+- csv and xlsx add the read-only STATUS_COLUMNS after the record's fields.
 - parquet: typed columns: money as decimal128(38, 20), times as UTC timestamps, nested values
   as JSON columns.
 """
@@ -20,6 +22,7 @@ import gzip
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
@@ -50,6 +53,14 @@ DOCUMENT_ORDER = (
 )
 XLSX_MAX_ROWS = 1_048_576 - 1  # a sheet's rows, less the header
 XLSX_MAX_CELL = 32_767  # characters a cell holds
+# The server's times, written to xlsx as date cells (a client's `readingDate`, inside
+# `readings`, stays text).
+XLSX_DATE_COLUMNS = frozenset({"createdAt", "updatedAt"})
+XLSX_DATE_FORMAT = "yyyy-mm-dd hh:mm:ss.000"  # UTC, to the millisecond stored
+# Column widths in characters: wide enough for the header and its filter button, and for a
+# kind's usual value, but at most XLSX_MAX_WIDTH.
+_XLSX_WIDTHS: dict[str, int] = {"uuid": 37, "time": 24, "json": 30, "text": 18}
+XLSX_MAX_WIDTH = 40
 _GZIP_LEVEL = 1  # fast; text shrinks about 6x already
 
 
@@ -73,7 +84,25 @@ def _kind(name: str) -> ColumnKind:
     return "json"
 
 
-COLUMN_KINDS: dict[str, ColumnKind] = {name: _kind(name) for name in DOCUMENT_ORDER}
+# Read-only columns csv and xlsx add after the record's fields, so a spreadsheet can filter on
+# them: each the `status` of the document field named. Imports accept and drop them.
+STATUS_COLUMNS = {"publishingStatus": "publishing", "availabilityStatus": "availability"}
+# Every column a file may have: the document's fields, then the read-only ones.
+COLUMN_KINDS: dict[str, ColumnKind] = {name: _kind(name) for name in DOCUMENT_ORDER} | {
+    name: "text" for name in STATUS_COLUMNS
+}
+_STATUS_OPENING = '{"status":"'
+
+
+def _status(raw: str) -> str | None:
+    """The `status` of a stored `publishing` or `availability` object's exact JSON text."""
+    if raw.startswith(_STATUS_OPENING):
+        start = len(_STATUS_OPENING)
+        end = raw.find('"', start)
+        if end > 0 and raw[end - 1] != "\\":
+            return raw[start:end]
+    value = json.loads(raw)
+    return value.get("status") if isinstance(value, dict) else None
 
 
 def columns_for(fields: Sequence[str] | None) -> list[Column]:
@@ -206,7 +235,8 @@ def _cell(raw: str) -> str | None:
 
 
 class CsvWriter:
-    """Through pyarrow's CSV writer (C++): every text is quoted, a null is an empty cell."""
+    """Through pyarrow's CSV writer (C++): every text is quoted, a null is an empty cell.
+    The STATUS_COLUMNS come after the record's fields."""
 
     def __init__(self, path: Path, columns: list[Column], compression: str) -> None:
         import pyarrow.csv as pa_csv
@@ -215,7 +245,9 @@ class CsvWriter:
         self._binary = _binary(path, compression)
         self._binary.write("\ufeff".encode())
         self._names = [column.name for column in columns]
-        self._schema = pa.schema([pa.field(name, pa.string()) for name in self._names])
+        self._schema = pa.schema(
+            [pa.field(name, pa.string()) for name in [*self._names, *STATUS_COLUMNS]]
+        )
         options = pa_csv.WriteOptions(include_header=True, quoting_style="needed", eol="\r\n")
         self._csv = pa_csv.CSVWriter(
             pa.PythonFile(self._binary, mode="w"), self._schema, write_options=options
@@ -226,6 +258,10 @@ class CsvWriter:
         split = [field_texts(doc.decode()) for doc in docs]
         arrays = [
             pa.array([_cell(fields[name]) for fields in split], pa.string()) for name in self._names
+        ]
+        arrays += [
+            pa.array([_status(fields[source]) for fields in split], pa.string())
+            for source in STATUS_COLUMNS.values()
         ]
         self._csv.write_table(pa.Table.from_arrays(arrays, schema=self._schema))
 
@@ -261,9 +297,17 @@ class XlsxWriter:
         self._book.use_zip64()
         self._sheet = self._book.add_worksheet("units")
         self._columns = columns
+        # How each column's cells are written: its index, field and way, decided once.
+        self._plan = [
+            (index, column.name, _xlsx_way(column)) for index, column in enumerate(columns)
+        ]
+        self._dates = self._book.add_format({"num_format": XLSX_DATE_FORMAT})
         self._row = 0
-        for index, column in enumerate(columns):
-            self._sheet.write_string(0, index, column.name)
+        names = [*(column.name for column in columns), *STATUS_COLUMNS]
+        for index, name in enumerate(names):
+            self._sheet.write_string(0, index, name)
+            self._sheet.set_column(index, index, _xlsx_width(name, COLUMN_KINDS[name]))
+        self._sheet.freeze_panes(1, 0)
 
     def write(self, docs: Sequence[bytes]) -> None:
         sheet = self._sheet
@@ -275,26 +319,55 @@ class XlsxWriter:
                     "with a filter, or export as csv, jsonl or parquet."
                 )
             fields = field_texts(doc.decode())
-            for index, column in enumerate(self._columns):
-                raw = fields[column.name]
+            for index, name, way in self._plan:
+                raw = fields[name]
                 if raw == "null":
                     continue
-                if column.kind in ("number", "integer"):
+                if way is _NUMBER:
                     number = _exact_float(raw)
                     if number is not None:
                         sheet.write_number(self._row, index, number)
                         continue
+                elif way is _DATE:
+                    sheet.write_number(self._row, index, _serial(raw), self._dates)
+                    continue
                 text = _text(raw) if raw[0] == '"' else raw
                 if len(text) > XLSX_MAX_CELL:
                     raise ExportError(
-                        f"Unit {_text(fields['id'])}: its {column.name} is longer than the "
+                        f"Unit {_text(fields['id'])}: its {name} is longer than the "
                         f"{XLSX_MAX_CELL:,} characters a spreadsheet cell holds; export as csv, "
                         "jsonl or parquet."
                     )
                 sheet.write_string(self._row, index, text)
+            for offset, source in enumerate(STATUS_COLUMNS.values(), start=len(self._columns)):
+                status = _status(fields[source])
+                if status is not None:
+                    sheet.write_string(self._row, offset, status)
 
     def close(self) -> None:
+        self._sheet.autofilter(0, 0, self._row, len(self._columns) + len(STATUS_COLUMNS) - 1)
         self._book.close()
+
+
+_NUMBER, _DATE, _TEXT = "number", "date", "text"
+_EXCEL_EPOCH = datetime(1899, 12, 30, tzinfo=UTC)  # day 0 (days from 1900-03-01 on)
+_DAY = timedelta(days=1)
+
+
+def _xlsx_way(column: Column) -> str:
+    if column.kind in ("number", "integer"):
+        return _NUMBER
+    return _DATE if column.name in XLSX_DATE_COLUMNS else _TEXT
+
+
+def _serial(raw: str) -> float:
+    """A stored time's JSON text as a spreadsheet's date serial (days since its epoch); read
+    back to the millisecond, it is the same time."""
+    return (datetime.fromisoformat(raw[1:-1]) - _EXCEL_EPOCH) / _DAY
+
+
+def _xlsx_width(name: str, kind: ColumnKind) -> int:
+    return min(max(len(name) + 3, _XLSX_WIDTHS.get(kind, 12)), XLSX_MAX_WIDTH)
 
 
 # Text columns with few distinct values, written with a dictionary in parquet.

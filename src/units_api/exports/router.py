@@ -53,8 +53,12 @@ def owner_filter(principal: Principal) -> uuid.UUID | None:
     "`succeeded`, then download `.../file`. The export is one consistent snapshot of the units "
     "this key may see (its policy applies), oldest first (`createdAt`, then `id`). Formats: "
     "`csv` (UTF-8 with a BOM, nested values as JSON text), `jsonl` (one unit a line, as the "
-    "API returns it), `xlsx` (one sheet, text always text), `parquet` (typed columns, money as "
-    "decimal128(38, 20), nested values as JSON columns). `compression: gzip` for csv and jsonl. "
+    "API returns it), `xlsx` (one sheet, text always text, `createdAt` and `updatedAt` as "
+    "date cells, the header row frozen with filter buttons), `parquet` (typed columns, money as "
+    "decimal128(38, 20), nested values as JSON columns). csv and xlsx add two read-only "
+    "columns after the record's fields, `publishingStatus` and `availabilityStatus` (imports "
+    "ignore them). `compression: gzip` for csv and jsonl. The job shows the `filter`, `q` and "
+    "`fields` asked for. "
     f"Files are kept {DEFAULTS.export_ttl_hours:g} hours (UNITS_API_EXPORT_TTL_HOURS).",
     responses={
         **success(202, "Job", "The queued job", ("Location",)),
@@ -121,14 +125,17 @@ async def get_export(request: Request, id: JobId) -> Response:
     f"{_ONE}/file",
     operation_id="downloadExport",
     summary="Download an export's file",
-    description="The file, with `Content-Disposition: attachment`. 409 while the export has "
-    "not succeeded (queued, running or failed), 410 once its file has expired.",
+    description="The file, with `Content-Disposition: attachment`, in the media type of its "
+    "format (gzip when compressed). 409 while the export has not succeeded (queued, running "
+    "or failed), 410 once its file has expired.",
+    response_class=Response,
     responses={
         200: {
             "description": "The file",
+            # Bytes first: a generic client reads every format as bytes.
             "content": {
                 media: {"schema": {"type": "string", "format": "binary"}}
-                for media in (*MEDIA_TYPES.values(), GZIP_MEDIA_TYPE)
+                for media in ("application/octet-stream", *MEDIA_TYPES.values(), GZIP_MEDIA_TYPE)
             },
             "headers": {
                 "Content-Disposition": {

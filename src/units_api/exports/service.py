@@ -22,7 +22,6 @@ from units_api.auth.service import Principal
 from units_api.db import Database, driver_connection, utcnow
 from units_api.errors import Conflict, Gone, ValidationFailed
 from units_api.exports.formats import (
-    COLUMN_KINDS,
     COMPRESSIBLE,
     DOCUMENT_ORDER,
     GZIP_MEDIA_TYPE,
@@ -86,7 +85,7 @@ def plan(spec: ExportCreate, policy: str | None) -> ExportParams:
     unknown = [
         (f"fields[{index}]", f"'{name}' is not a field; use any of {', '.join(DOCUMENT_ORDER)}")
         for index, name in enumerate(spec.fields or ())
-        if name not in COLUMN_KINDS
+        if name not in DOCUMENT_ORDER
     ]
     if unknown:
         raise ValidationFailed(unknown)

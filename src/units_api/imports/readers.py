@@ -5,14 +5,23 @@ absent field; text columns are taken as they are; numbers and nested values (lis
 are read as JSON, numbers exactly (never through floats), so a file the service exported
 imports back unchanged. A value that does not read is passed on as its text, for validation
 to name (`price: must be a JSON number`).
+
+A csv or jsonl file that is gzip (by its magic bytes) is read as the file it holds. Memory is
+bounded whatever the file: what it expands to is counted against the import's expanded cap,
+and cells, lines and rows have caps of their own (`MAX_CELL_CHARS`, `MAX_LINE_CHARS`); a file
+past one, or that does not read (not UTF-8, a cut gzip stream, a broken xlsx), fails the job
+with `JobFailed`, never retried.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gzip
 import io
 import os
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -26,9 +35,56 @@ from units_api.jobs.work import JobFailed
 
 FORMATS = ("csv", "jsonl", "xlsx")
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".xlsx": "xlsx"}
+# csv and jsonl may come gzip-compressed (an export with `compression: gzip`).
+GZIP_EXTENSIONS = {f"{extension}.gz": fmt for extension, fmt in EXTENSIONS.items() if fmt != "xlsx"}
 XLSX_MAGIC = b"PK\x03\x04"
-# csv's own limit on a field (128 KiB) is below a nested field's possible size.
-csv.field_size_limit(64 * 1024 * 1024)
+GZIP_MAGIC = b"\x1f\x8b"
+# What an upload may expand to (gzip, or an xlsx's parts) by default
+# (UNITS_API_MAX_IMPORT_EXPANDED_BYTES).
+DEFAULT_MAX_EXPANDED = 2 * 1024**3
+# The most characters a cell (csv, xlsx) may hold: a unit's body is at most
+# UNITS_API_MAX_BODY_BYTES (1 MiB by default), so no field of one is longer.
+MAX_CELL_CHARS = 1024 * 1024
+# The most characters a line or a row of a file may hold (a csv row, a jsonl unit, an xlsx
+# row's text).
+MAX_LINE_CHARS = 4 * MAX_CELL_CHARS
+csv.field_size_limit(MAX_CELL_CHARS)
+
+
+def format_of(filename: str) -> str | None:
+    """The format a file's name says (`units.csv`, `units.jsonl.gz`), or None."""
+    name = filename.lower()
+    for extension, fmt in (*GZIP_EXTENSIONS.items(), *EXTENSIONS.items()):
+        if name.endswith(extension):
+            return fmt
+    return None
+
+
+class _Expanded(io.RawIOBase):
+    """A decompressing stream's bytes, counted: past `cap` the file fails its job."""
+
+    def __init__(self, source: Any, cap: int, what: str) -> None:
+        self.source = source
+        self.cap = cap
+        self.what = what
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self.source.read(len(buffer))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise JobFailed(f"The file is not readable {self.what}: {exc}") from None
+        self.count += len(data)
+        if self.count > self.cap:
+            raise JobFailed(
+                f"The file expands to more than {self.cap:,} bytes "
+                "(UNITS_API_MAX_IMPORT_EXPANDED_BYTES)."
+            )
+        buffer[: len(data)] = data
+        return len(data)
 
 
 _UNREAD = object()  # a value that did not read; its error is on the row already
@@ -79,9 +135,10 @@ def _position(file: IO[bytes] | None, size: int) -> float:
 
 
 class _Reader:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_expanded: int = DEFAULT_MAX_EXPANDED) -> None:
         self.path = path
         self.size = max(1, os.path.getsize(path))
+        self.max_expanded = max_expanded
 
     def fraction(self) -> float:
         return 0.0
@@ -89,10 +146,47 @@ class _Reader:
     def rows(self) -> Iterator[Row]:
         raise NotImplementedError
 
+    @contextlib.contextmanager
+    def _open(self, file: IO[bytes]) -> Iterator[IO[bytes]]:
+        """The file's bytes: as they are, or what they hold if they are gzip (by its magic
+        bytes), decompressed as read and counted against the expanded cap."""
+        head = file.read(2)
+        file.seek(0)
+        if head != GZIP_MAGIC:
+            yield file
+            return
+        with gzip.GzipFile(fileobj=file, mode="rb") as unzipped:
+            yield io.BufferedReader(_Expanded(unzipped, self.max_expanded, "gzip"))
+
+
+class _Lines:
+    """The lines `read(limit)` gives, failing the job at one longer than `limit`, or at a
+    row (of csv: lines up to the reader's next row, `row_read` marks one) longer than it."""
+
+    def __init__(self, read: Any, limit: int) -> None:
+        self.read = read
+        self.limit = limit
+        self.in_row = 0
+
+    def row_read(self) -> None:
+        self.in_row = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        limit = self.limit
+        while line := self.read(limit):
+            if len(line) >= limit and line[-1:] not in ("\n", b"\n"):
+                raise JobFailed(f"The file has a line longer than {limit:,} characters.")
+            self.in_row += len(line)
+            if self.in_row > limit:
+                raise JobFailed(f"The file has a row longer than {limit:,} characters.")
+            yield line
+            if isinstance(line, bytes):
+                self.in_row = 0  # jsonl: a line is a row
+
 
 class JsonlReader(_Reader):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, max_expanded: int = DEFAULT_MAX_EXPANDED) -> None:
+        super().__init__(path, max_expanded)
         self._file: IO[bytes] | None = None
 
     def fraction(self) -> float:
@@ -100,8 +194,8 @@ class JsonlReader(_Reader):
 
     def rows(self) -> Iterator[Row]:
         number = 0
-        with open(self.path, "rb") as self._file:
-            for line in self._file:
+        with open(self.path, "rb") as self._file, self._open(self._file) as source:
+            for line in _Lines(source.readline, MAX_LINE_CHARS):
                 if not line.strip():
                     continue
                 number += 1
@@ -120,27 +214,34 @@ class JsonlReader(_Reader):
 
 
 class CsvReader(_Reader):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, max_expanded: int = DEFAULT_MAX_EXPANDED) -> None:
+        super().__init__(path, max_expanded)
         self._binary: IO[bytes] | None = None
 
     def fraction(self) -> float:
         return _position(self._binary, self.size)
 
     def rows(self) -> Iterator[Row]:
-        with open(self.path, "rb") as self._binary:
-            text = io.TextIOWrapper(self._binary, encoding="utf-8-sig", newline="")
-            reader = csv.reader(text)
+        with open(self.path, "rb") as self._binary, self._open(self._binary) as source:
+            text = io.TextIOWrapper(source, encoding="utf-8-sig", newline="")
+            lines = _Lines(text.readline, MAX_LINE_CHARS)
+            reader = csv.reader(lines)
             try:
                 header = next(reader, None)
                 if header is None:
                     return
+                lines.row_read()
                 columns = _columns(header)
                 for number, cells in enumerate(reader, start=1):
+                    lines.row_read()
                     yield self._row(number, columns, cells)
             except UnicodeDecodeError as exc:
                 raise JobFailed(f"The file is not UTF-8 text: {exc}") from None
             except csv.Error as exc:
+                if "field larger than field limit" in str(exc):
+                    raise JobFailed(
+                        f"The file has a cell longer than {MAX_CELL_CHARS:,} characters."
+                    ) from None
                 raise JobFailed(f"The file is not valid CSV: {exc}") from None
 
     @staticmethod
@@ -188,40 +289,34 @@ def _from_cell(name: str, kind: ColumnKind, value: Any, row: Row) -> Any:
 
 
 class XlsxReader(_Reader):
-    """The first sheet, read-only: openpyxl streams its rows rather than loading the
-    sheet."""
+    """The first sheet, streamed: the sheet's XML is read from the zip a piece at a time by
+    expat, never as a whole (see `imports/xlsx.py`), so memory stays bounded whatever the
+    sheet holds."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self._done = 0
-        self._total: int | None = None
+    def __init__(self, path: Path, max_expanded: int = DEFAULT_MAX_EXPANDED) -> None:
+        super().__init__(path, max_expanded)
+        self._sheet: Any = None
 
     def fraction(self) -> float:
-        return 0.0 if not self._total else min(1.0, self._done / self._total)
+        return 0.0 if self._sheet is None else self._sheet.fraction()
 
     def rows(self) -> Iterator[Row]:
-        import openpyxl
-        from openpyxl.utils.exceptions import InvalidFileException
+        from units_api.imports.xlsx import open_sheet
 
         with open(self.path, "rb") as file:
             if file.read(4) != XLSX_MAGIC:
                 raise JobFailed("The file is not an xlsx workbook.")
-        try:
-            book = openpyxl.load_workbook(self.path, read_only=True, data_only=True)
-        except (InvalidFileException, KeyError, OSError, ValueError) as exc:
-            raise JobFailed(f"The file is not a readable xlsx workbook: {exc}") from None
-        try:
-            sheet = book.worksheets[0]
-            self._total = sheet.max_row
-            values = sheet.iter_rows(values_only=True)
-            header = next(values, None)
-            if header is None:
+        with open_sheet(self.path, self.max_expanded) as self._sheet:
+            values = self._sheet.rows()
+            first = next(values, None)
+            if first is None:
                 return
+            start, header = first
             while header and header[-1] is None:
                 header = header[:-1]
             columns = _columns(list(header))
-            for number, cells in enumerate(values, start=1):
-                self._done = number
+            for index, cells in values:
+                number = index - start
                 if all(value is None for value in cells):
                     continue
                 row = Row(number, {})
@@ -236,12 +331,10 @@ class XlsxReader(_Reader):
                             body[name] = read
                 row.body = body
                 yield row
-        finally:
-            book.close()
 
 
 READERS: dict[str, type[_Reader]] = {"csv": CsvReader, "jsonl": JsonlReader, "xlsx": XlsxReader}
 
 
-def open_reader(fmt: str, path: Path) -> _Reader:
-    return READERS[fmt](path)
+def open_reader(fmt: str, path: Path, max_expanded: int = DEFAULT_MAX_EXPANDED) -> _Reader:
+    return READERS[fmt](path, max_expanded)

@@ -28,7 +28,7 @@ from units_api.http.idempotency import REPLAYED
 from units_api.http.json import JSONResponse
 from units_api.http.paths import ID
 from units_api.imports import service
-from units_api.imports.readers import EXTENSIONS, FORMATS, XLSX_MAGIC
+from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
 from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
 from units_api.jobs import queue
 from units_api.jobs import service as jobs_service
@@ -52,9 +52,10 @@ def _format(upload: UploadFile, raw: Any, errors: list[tuple[str, str]]) -> str:
         if raw not in FORMATS:
             errors.append(("format", f"must be one of {', '.join(FORMATS)}"))
         return str(raw)
-    found = EXTENSIONS.get(Path(upload.filename or "").suffix.lower())
+    found = format_of(upload.filename or "")
     if found is None:
-        errors.append(("format", f"give it, or a file name ending in {', '.join(EXTENSIONS)}"))
+        endings = ", ".join([*EXTENSIONS, *GZIP_EXTENSIONS])
+        errors.append(("format", f"give it, or a file name ending in {endings}"))
     return found or ""
 
 
@@ -84,9 +85,18 @@ def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes
     "and `atomic` (true or false). Each row is validated exactly like a create (or a PUT) "
     "and each unit written gets its version, history entry and event. The job reports "
     "`rowsTotal`, `rowsOk`, `rowsFailed` and the first "
-    f"{MAX_LISTED_ERRORS:,} `errors` (`row` counts data rows from 1). Without `atomic`, "
+    f"{MAX_LISTED_ERRORS:,} `errors` (`row` counts data rows from 1), and of the rows that "
+    "are fine `rowsCreated`, `rowsUpdated` and `rowsUnchanged` (an upserted row equal to the "
+    "stored unit writes nothing: no version, history entry or event; a dry run counts what it "
+    "would do). Without `atomic`, "
     "failing rows are listed and the others written; with it, any failure fails the job "
-    "with nothing written. A file exported as csv, jsonl or xlsx imports back unchanged.",
+    "with nothing written. A file exported as csv, jsonl or xlsx imports back unchanged. "
+    "A gzip-compressed csv or jsonl (`.csv.gz`, `.jsonl.gz`, or gzip's magic bytes) is read "
+    "as the file it holds. What a file expands to (gzip, an xlsx's parts) is at most "
+    f"{DEFAULTS.max_import_expanded_bytes:,} bytes (UNITS_API_MAX_IMPORT_EXPANDED_BYTES); a "
+    "file that cannot be read (truncated, XML declaring a DTD or entities, not UTF-8, past "
+    "a cap) fails its job at once with an `error` saying why, and is not retried. An empty "
+    "file is a 422.",
     responses={
         **success(202, "Job", "The queued job", ("Location",)),
         **problems(400, 413, 415, 422),
@@ -139,6 +149,9 @@ async def create_import(request: Request) -> Response:
         head, fingerprint = await anyio.to_thread.run_sync(_copy, upload, scratch, fields)
     finally:
         await form.close()
+    if head == b"":
+        await anyio.Path(scratch).unlink(missing_ok=True)
+        raise ValidationFailed([("file", "is empty")])
     if fmt == "xlsx" and head != XLSX_MAGIC:
         await anyio.Path(scratch).unlink(missing_ok=True)
         raise ValidationFailed([("file", "is not an xlsx workbook")])
@@ -192,7 +205,8 @@ async def list_imports(request: Request) -> Response:
     f"/{ID}",
     operation_id="getImport",
     summary="Read an import job",
-    description="With its report: `rowsTotal`, `rowsOk`, `rowsFailed` and `errors` "
+    description="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
+    "`rowsUpdated`, `rowsUnchanged` and `errors` "
     "(`{row, field, message}`, nested fields named as in 422s: `paymentPlans[0].minPrice`).",
     responses={**success(200, "Job", "The job"), **problems(404)},
 )

@@ -3,7 +3,9 @@
 Each row is validated exactly like a create (or a PUT, for an upsert of a unit that exists)
 and judged against the requesting key's policy; a unit it changes gets its version, history
 entry and event. Modes: `create` (every row a new unit; `id` and the other server fields are
-ignored) or `upsert` (by `id`: the unit is replaced if it exists, else created with that id).
+ignored) or `upsert` (by `id`: the unit is replaced if it exists, else created with that id;
+a row equal to the stored unit, compared as a PUT would, writes nothing). The report counts
+the rows created, updated and unchanged (a dry run: what it would do).
 
 - Not atomic: rows are written in batches, each committed together with the job's checkpoint
   (the last row handled, the counts, the errors so far), so a job taken over after a crash
@@ -28,9 +30,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth.service import Principal
 from units_api.db import Database, utcnow, uuid7
-from units_api.errors import ValidationFailed
+from units_api.errors import ValidationFailed, bound_error
+from units_api.exports.formats import STATUS_COLUMNS
 from units_api.filters.parser import parse_filter
-from units_api.imports.readers import Row, open_reader
+from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
 from units_api.jobs import queue
 from units_api.jobs.work import JobContext, JobFailed, take
 from units_api.search.normalize import touches_search
@@ -92,12 +95,16 @@ class Report:
     ok: int = 0
     failed: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0  # upserted rows equal to the stored unit: nothing written
 
     def fail(self, number: int, errors: list[tuple[str, str]]) -> None:
         self.failed += 1
         room = MAX_LISTED_ERRORS - len(self.errors)
         self.errors += [
-            {"row": number, "field": name, "message": message} for name, message in errors[:room]
+            {"row": number, "field": bound_error(name), "message": bound_error(message)}
+            for name, message in errors[:room]
         ]
 
     def result(self) -> dict[str, Any]:
@@ -105,6 +112,9 @@ class Report:
             "rowsTotal": self.row,
             "rowsOk": self.ok,
             "rowsFailed": self.failed,
+            "rowsCreated": self.created,
+            "rowsUpdated": self.updated,
+            "rowsUnchanged": self.unchanged,
             "errors": self.errors,
         }
 
@@ -134,9 +144,13 @@ class _Chunk:
 
 @dataclass(slots=True)
 class _Judged:
-    """A chunk judged: how many rows are fine, the failures, and the rows to write."""
+    """A chunk judged: how many rows are fine (and of them how many create, update or change
+    nothing), the failures, and the rows to write."""
 
     ok: int = 0
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
     failures: list[tuple[int, list[tuple[str, str]]]] = field(default_factory=list)
     rows: list[changes.Rows] = field(default_factory=list)
 
@@ -158,7 +172,7 @@ def _item(row: Row, mode: str, vocabularies: Vocabularies) -> _Item | list[tuple
         return row.errors
     body = dict(row.body)
     raw_id = body.pop("id", None)
-    for name in SERVER_FIELDS:
+    for name in (*SERVER_FIELDS, *STATUS_COLUMNS):  # read-only: ignored
         body.pop(name, None)
     errors = list(row.errors)
     unit_id = None
@@ -184,8 +198,10 @@ class Importer:
         vocabularies: Vocabularies,
         tracker: Tracker,
         report: Report | None = None,
+        max_expanded: int = DEFAULT_MAX_EXPANDED,
     ) -> None:
         self.db = db
+        self.max_expanded = max_expanded
         self.params = params
         self.vocabularies = vocabularies
         self.tracker = tracker
@@ -248,6 +264,7 @@ class Importer:
                 diffs = diff(record.fields, item.fields)
                 if not diffs:
                     judged.ok += 1
+                    judged.unchanged += 1
                     continue
                 record.fields = item.fields
                 change = changes.Change(
@@ -273,6 +290,10 @@ class Importer:
                 continue
             target.append(change)
             judged.ok += 1
+            if target is updates:
+                judged.updated += 1
+            else:
+                judged.created += 1
         if write:
             actor = self.params.actor
             if inserts:
@@ -287,6 +308,9 @@ class Importer:
         for rows in judged.rows:
             await changes.write_rows(conn, rows)
         self.report.ok += judged.ok
+        self.report.created += judged.created
+        self.report.updated += judged.updated
+        self.report.unchanged += judged.unchanged
         for number, errors in sorted(judged.failures, key=lambda failure: failure[0]):
             self.report.fail(number, errors)
         self.report.row = chunk.last
@@ -303,7 +327,7 @@ class Importer:
     async def _check(self, path: Path, share: int) -> None:
         """Judge every row after the report's last (nothing written), reporting progress up
         to `share` of 1000."""
-        reader = open_reader(self.params.format, path)
+        reader = open_reader(self.params.format, path, self.max_expanded)
         async for chunk in self._chunks(reader.rows()):
             async with self.db.read() as conn:
                 await self._apply(conn, chunk, write=False)
@@ -316,7 +340,7 @@ class Importer:
         if self.params.dry_run:
             await self._check(path, 1000)
             return
-        reader = open_reader(self.params.format, path)
+        reader = open_reader(self.params.format, path, self.max_expanded)
         ready: asyncio.Queue[tuple[_Chunk, _Judged | None, int] | None] = asyncio.Queue(READ_AHEAD)
 
         async def read() -> None:
@@ -352,7 +376,7 @@ class Importer:
         if self.params.dry_run:
             return
         self.report = Report()
-        reader = open_reader(self.params.format, path)
+        reader = open_reader(self.params.format, path, self.max_expanded)
         # SQLite: the transaction holds the only write lock, so progress waits for the end.
         progress = self.db.dialect != "sqlite"
         async with self.db.transaction() as conn:
@@ -389,10 +413,13 @@ async def run_import(
     vocabularies: Vocabularies,
     tracker: Tracker,
     resume: Mapping[str, Any] | None = None,
+    max_expanded: int = DEFAULT_MAX_EXPANDED,
 ) -> Report:
     """Import the file at `path`; the report. An atomic import with failing rows raises
-    JobFailed carrying its report, having written nothing."""
-    importer = Importer(db, params, vocabularies, tracker, Report(**resume) if resume else None)
+    JobFailed carrying its report, having written nothing. What the file expands to (gzip,
+    an xlsx's parts) is at most `max_expanded` bytes."""
+    resumed = Report(**resume) if resume else None
+    importer = Importer(db, params, vocabularies, tracker, resumed, max_expanded)
     try:
         return await importer.run(path)
     except _Refused:
@@ -426,6 +453,7 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
             context.settings.vocabularies,
             context,
             context.claim.checkpoint,
+            context.settings.max_import_expanded_bytes,
         )
     finally:
         await anyio.Path(path).unlink(missing_ok=True)

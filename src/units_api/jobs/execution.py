@@ -26,6 +26,7 @@ from typing import Any
 
 from units_api.config import Settings
 from units_api.db import Database, create_engine, utcnow
+from units_api.errors import bound_error
 from units_api.events.recorder import record_job_event
 from units_api.http.json import dumps
 from units_api.jobs import queue
@@ -80,7 +81,12 @@ async def run_claimed(context: JobContext) -> None:
         try:
             values = await _bodies()[claim.kind](context)
         except JobFailed as exc:
-            await end_job(context, FAILED, error=str(exc), **exc.values)
+            # the input's own fault (a bad file...): retrying cannot fix it
+            error = bound_error(str(exc))
+            log.warning(
+                "job failed", extra={"jobId": str(claim.id), "kind": claim.kind, "error": error}
+            )
+            await end_job(context, FAILED, error=error, **exc.values)
         except LeaseLost:
             raise
         except Exception:
@@ -130,6 +136,11 @@ def child_main(
             await run_claimed(JobContext(db, configured, storage, claim, lease, parent))
         finally:
             await db.dispose()
+            # the job process's peak memory, for benchmarks and operators (KiB on Linux)
+            log.info(
+                "job process ended",
+                extra={"jobId": str(claim.id), "peakRssKiB": _peak_rss_kib()},
+            )
 
     try:
         import uvloop
@@ -137,6 +148,14 @@ def child_main(
         asyncio.run(main())
     else:
         uvloop.run(main())
+
+
+def _peak_rss_kib() -> int | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _storage_env() -> dict[str, str]:

@@ -20,6 +20,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow, uuid7
+from units_api.errors import bound_error
 from units_api.jobs.tables import jobs
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, EXPIRED = (
@@ -146,6 +147,8 @@ async def record(conn: AsyncConnection, job: Claim, **values: Any) -> None:
     it describes...), only while `job` still holds its lease; LeaseLost otherwise."""
     if "checkpoint" in values and values["checkpoint"] is not None:
         values["checkpoint"] = orjson.dumps(values["checkpoint"]).decode()
+    if values.get("error") is not None:
+        values["error"] = bound_error(values["error"])
     result = await conn.execute(update(jobs).where(_fenced(job)).values(**values))
     if result.rowcount != 1:
         raise LeaseLost(str(job.id))

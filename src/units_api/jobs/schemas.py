@@ -38,6 +38,9 @@ class Job(BaseModel):
                     "expiresAt": "2026-12-01T15:30:49.605Z",
                     "error": None,
                     "compression": "gzip",
+                    "filter": "city==Cairo;price=le=2000000",
+                    "q": "villa",
+                    "fields": ["name", "price", "paymentPlans"],
                 },
                 {
                     "id": "01a20e34-7ee9-74b8-9d8c-2f76fadd9cc1",
@@ -58,6 +61,9 @@ class Job(BaseModel):
                     "rowsTotal": 3,
                     "rowsOk": 2,
                     "rowsFailed": 1,
+                    "rowsCreated": 1,
+                    "rowsUpdated": 0,
+                    "rowsUnchanged": 1,
                     "errors": [
                         {
                             "row": 3,
@@ -87,14 +93,35 @@ class Job(BaseModel):
     compression: Literal["none", "gzip"] | None = Field(
         default=None, description="Exports: the file's compression."
     )
+    filter: str | None = Field(
+        default=None, description="Exports: the `filter` asked for (null: every unit)."
+    )
+    q: str | None = Field(default=None, description="Exports: the search text asked for.")
+    fields: list[str] | None = Field(
+        default=None, description="Exports: the `fields` asked for (null: every field)."
+    )
     mode: Literal["create", "upsert"] | None = Field(default=None, description="Imports.")
     dryRun: bool | None = Field(default=None, description="Imports.")
     atomic: bool | None = Field(default=None, description="Imports.")
     rowsTotal: int | None = Field(default=None, description="Imports: data rows read.")
     rowsOk: int | None = Field(
-        default=None, description="Imports: rows written (or valid, on a dry run)."
+        default=None,
+        description="Imports: rows that are fine: `rowsCreated` + `rowsUpdated` + "
+        "`rowsUnchanged` (on a dry run, what they would be).",
     )
     rowsFailed: int | None = Field(default=None, description="Imports: rows refused.")
+    rowsCreated: int | None = Field(
+        default=None, description="Imports: of `rowsOk`, new units (would be, on a dry run)."
+    )
+    rowsUpdated: int | None = Field(
+        default=None,
+        description="Imports: of `rowsOk`, units upserted with a change (would be, on a dry run).",
+    )
+    rowsUnchanged: int | None = Field(
+        default=None,
+        description="Imports: of `rowsOk`, upserted rows equal to the stored unit: nothing "
+        "written (no version, history entry or event).",
+    )
     errors: list[RowError] | None = Field(
         default=None, description="Imports: the first 1,000 row errors, in file order."
     )

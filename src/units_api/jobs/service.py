@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 from typing import Any
 
 import orjson
@@ -10,9 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time
-from units_api.errors import NotFound
+from units_api.db import format_time, utcnow
+from units_api.errors import NotFound, bound_error
 from units_api.http.paging import UUID, Keyset
+from units_api.jobs.queue import EXPIRED, SUCCEEDED
 from units_api.jobs.tables import jobs
 
 JOBS_KEYSET = Keyset("jobs", (UUID,))
@@ -24,7 +26,7 @@ def render(row: RowMapping) -> dict[str, Any]:
     job: dict[str, Any] = {
         "id": str(row["id"]),
         "kind": row["kind"],
-        "status": row["status"],
+        "status": _status(row),
         "format": params["format"],
         "progress": row["progress"],
         "rowCount": row["row_count"],
@@ -33,10 +35,15 @@ def render(row: RowMapping) -> dict[str, Any]:
         "startedAt": format_time(row["started_at"]),
         "finishedAt": format_time(row["finished_at"]),
         "expiresAt": format_time(row["expires_at"]),
-        "error": row["error"],
+        "error": bound_error(row["error"]),
     }
     if row["kind"] == "export":
-        job["compression"] = params["compression"]
+        job.update(
+            compression=params["compression"],
+            filter=params.get("filter"),
+            q=params.get("q"),
+            fields=params.get("fields"),
+        )
     else:
         job.update(
             mode=params["mode"],
@@ -45,9 +52,30 @@ def render(row: RowMapping) -> dict[str, Any]:
             rowsTotal=result.get("rowsTotal"),
             rowsOk=result.get("rowsOk"),
             rowsFailed=result.get("rowsFailed"),
-            errors=result.get("errors"),
+            rowsCreated=result.get("rowsCreated"),
+            rowsUpdated=result.get("rowsUpdated"),
+            rowsUnchanged=result.get("rowsUnchanged"),
+            errors=_bounded_errors(result.get("errors")),
         )
     return job
+
+
+def _status(row: RowMapping) -> str:
+    """The job's status as of now: an export whose file's time has passed is `expired` at
+    once, though the sweep deletes its file later."""
+    expires_at = row["expires_at"]
+    if row["status"] == SUCCEEDED and expires_at is not None:
+        if expires_at.tzinfo is None:
+            expires_at = expires_at.replace(tzinfo=UTC)
+        if expires_at <= utcnow():
+            return EXPIRED
+    return str(row["status"])
+
+
+def _bounded_errors(errors: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if not errors:
+        return errors
+    return [{**error, "message": bound_error(error.get("message"))} for error in errors]
 
 
 def _visible(owner_key_id: uuid.UUID | None) -> Any:

@@ -7,11 +7,13 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import Integer, Text, Uuid, bindparam, delete, exists, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.webhooks.tables import webhook_deliveries, webhooks
+from units_api.db import UTCDateTime
+from units_api.errors import bound_error
+from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attempts, webhooks
 
 PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
 
@@ -82,9 +84,14 @@ async def delivery(
 
 
 async def deliveries_page(
-    conn: AsyncConnection, webhook_id: uuid.UUID, before: uuid.UUID | None, limit: int
+    conn: AsyncConnection,
+    webhook_id: uuid.UUID,
+    before: uuid.UUID | None,
+    limit: int,
+    status: str | None = None,
+    event_type: str | None = None,
 ) -> list[RowMapping]:
-    """Newest first (ids are UUIDv7)."""
+    """Newest first (ids are UUIDv7), of `status` and `event_type` when given."""
     query = (
         select(webhook_deliveries)
         .where(webhook_deliveries.c.webhook_id == webhook_id)
@@ -93,7 +100,26 @@ async def deliveries_page(
     )
     if before is not None:
         query = query.where(webhook_deliveries.c.id < before)
+    if status is not None:
+        query = query.where(webhook_deliveries.c.status == status)
+    if event_type is not None:
+        query = query.where(webhook_deliveries.c.event_type == event_type)
     return list((await conn.execute(query)).mappings())
+
+
+async def attempts(conn: AsyncConnection, delivery_id: uuid.UUID) -> list[RowMapping]:
+    """Every attempt of a delivery, newest first."""
+    query = (
+        select(webhook_delivery_attempts)
+        .where(webhook_delivery_attempts.c.delivery_id == delivery_id)
+        .order_by(webhook_delivery_attempts.c.id.desc())
+    )
+    return list((await conn.execute(query)).mappings())
+
+
+async def insert_attempts(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        await conn.execute(webhook_delivery_attempts.insert(), rows)
 
 
 async def claim(
@@ -151,10 +177,45 @@ _RECORD = (
 )
 
 
+_DELIVERY_ID = bindparam("delivery_id", type_=Uuid())
+_CLAIMED = bindparam("claimed", type_=Integer())
+# The attempt's row, written only while its worker holds the claim (before _RECORD ends it).
+_RECORD_ATTEMPT = webhook_delivery_attempts.insert().from_select(
+    [
+        "id",
+        "delivery_id",
+        "attempt",
+        "attempted_at",
+        "status_code",
+        "duration_ms",
+        "error",
+        "response_body",
+    ],
+    select(
+        bindparam("attempt_id", type_=Uuid()),
+        _DELIVERY_ID,
+        _CLAIMED,
+        bindparam("at", type_=UTCDateTime()),
+        bindparam("code", type_=Integer()),
+        bindparam("duration", type_=Integer()),
+        bindparam("error", type_=Text()),
+        bindparam("response", type_=Text()),
+    ).where(
+        exists().where(
+            webhook_deliveries.c.id == _DELIVERY_ID,
+            webhook_deliveries.c.attempts == _CLAIMED,
+            webhook_deliveries.c.status == PENDING,
+        )
+    ),
+)
+
+
 async def record(conn: AsyncConnection, results: list[dict[str, Any]]) -> None:
-    """Attempt results, each written only if its worker still holds the claim (the attempt
-    count it claimed is still the row's, and the delivery is still pending)."""
+    """Attempt results: each attempt's row and its delivery's outcome, written only if its
+    worker still holds the claim (the attempt count it claimed is still the row's, and the
+    delivery is still pending)."""
     if results:
+        await conn.execute(_RECORD_ATTEMPT, results)
         await conn.execute(_RECORD, results)
 
 
@@ -165,5 +226,5 @@ async def fail_pending(conn: AsyncConnection, webhook_id: uuid.UUID, reason: str
             webhook_deliveries.c.webhook_id == webhook_id,
             webhook_deliveries.c.status == PENDING,
         )
-        .values(status=FAILED, next_attempt_at=None, last_error=reason)
+        .values(status=FAILED, next_attempt_at=None, last_error=bound_error(reason))
     )

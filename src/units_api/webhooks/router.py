@@ -21,6 +21,7 @@ from units_api.http.paths import ID
 from units_api.validation import parse_model
 from units_api.webhooks import service
 from units_api.webhooks.schemas import WebhookCreate, WebhookPatch
+from units_api.webhooks.sender import KEEP_AT_MOST
 
 router = APIRouter(prefix="/api/v2/webhooks", tags=["webhooks"])
 WEBHOOKS_LIMIT = Limit(default=50, maximum=200)
@@ -152,9 +153,10 @@ async def rotate_secret(request: Request, id: WebhookId) -> Response:
     f"{_ONE}/test",
     operation_id="testWebhook",
     summary="Send a signed test event now",
-    description="Sends a `webhook.test` event (signed like any delivery, not logged) and "
-    "answers what the receiver did: its status (null if no answer came), the time taken and "
-    "the error, if any.",
+    description="Sends a `webhook.test` event (signed like any delivery) and answers what the "
+    "receiver did: its status (null if no answer came), the time taken and the error, if "
+    "any. The ping is in the delivery log (event type `webhook.test`) with its attempt; it is "
+    "not retried.",
     responses={**success(200, "TestResult", "The receiver's answer"), **problems(404)},
 )
 async def test_webhook(request: Request, id: WebhookId) -> Response:
@@ -162,7 +164,9 @@ async def test_webhook(request: Request, id: WebhookId) -> Response:
     context = app_context(request)
     async with context.db.read() as conn:
         row = await service.get(conn, id)
-    attempt = await service.test(row, context.sender)
+    event_id, attempt = await service.test(row, context.sender)
+    async with context.db.transaction() as conn:
+        await service.record_test(conn, id, event_id, attempt)
     return JSONResponse(
         {
             "statusCode": attempt.status_code,
@@ -172,21 +176,54 @@ async def test_webhook(request: Request, id: WebhookId) -> Response:
     )
 
 
+_STATUS = docs.query(
+    "status",
+    "Only deliveries in this status: " + ", ".join(service.DELIVERY_STATUSES) + ".",
+    {"type": "string", "enum": list(service.DELIVERY_STATUSES)},
+)
+_EVENT_TYPE = docs.query(
+    "eventType",
+    "Only deliveries of this event type (`webhook.test` for test pings).",
+    {"type": "string", "enum": list(service.DELIVERY_EVENT_TYPES)},
+)
+
+
 @router.get(
     f"{_ONE}/deliveries",
     operation_id="listWebhookDeliveries",
     summary="The delivery log",
-    description="Newest first; follow `nextCursor` until it is null.",
+    description="Newest first; follow `nextCursor` until it is null (with the same `status` "
+    "and `eventType`). A value of either that is not in its list is a 400.",
     responses={**success(200, "DeliveryPage", "A page of deliveries"), **problems(400, 404)},
-    openapi_extra={"parameters": [docs.limit(DELIVERIES_LIMIT), docs.CURSOR]},
+    openapi_extra={"parameters": [docs.limit(DELIVERIES_LIMIT), docs.CURSOR, _STATUS, _EVENT_TYPE]},
 )
 async def list_deliveries(request: Request, id: WebhookId) -> Response:
     await authorize(request, ADMIN)
     context = app_context(request)
-    size = DELIVERIES_LIMIT.parse(request.query_params.get("limit"))
+    query = request.query_params
+    size = DELIVERIES_LIMIT.parse(query.get("limit"))
     async with context.db.read() as conn:
-        page = await service.deliveries(conn, id, size, request.query_params.get("cursor"))
+        page = await service.deliveries(
+            conn, id, size, query.get("cursor"), query.get("status"), query.get("eventType")
+        )
     return JSONResponse(page)
+
+
+@router.get(
+    f"{_ONE}/deliveries/{{deliveryId:id}}/attempts",
+    operation_id="listWebhookDeliveryAttempts",
+    summary="Every attempt of a delivery",
+    description="Newest first: when, the receiver's status (null if no answer came), the time "
+    f"taken, the error and the first {KEEP_AT_MOST:,} bytes of the answer's body (cut at a "
+    "character boundary).",
+    responses={**success(200, "DeliveryAttempts", "The attempts"), **problems(404)},
+)
+async def list_attempts(request: Request, id: WebhookId, deliveryId: DeliveryId) -> Response:
+    await authorize(request, ADMIN)
+    context = app_context(request)
+    async with context.db.read() as conn:
+        found = await service.attempts(conn, id, deliveryId)
+    return JSONResponse(found)
 
 
 @router.post(

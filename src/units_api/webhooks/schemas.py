@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from units_api.events.types import EVENT_TYPES
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.webhooks.guard import MAX_URL_LENGTH, UnsafeTarget, split_url
+from units_api.webhooks.sender import KEEP_AT_MOST
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
 SECRET_BYTES = (24, 64)
@@ -145,6 +146,35 @@ class Delivery(BaseModel):
 class DeliveryPage(BaseModel):
     data: list[Delivery]
     nextCursor: str | None
+
+
+class DeliveryAttempt(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "attemptedAt": "2026-11-25T10:15:03.120Z",
+                    "statusCode": 503,
+                    "durationMs": 184,
+                    "error": "answered 503",
+                    "responseBody": "upstream unavailable",
+                }
+            ]
+        }
+    )
+
+    attemptedAt: str
+    statusCode: int | None = Field(description="The receiver's status; null if none came.")
+    durationMs: int
+    error: str | None = Field(description="Why it failed; null for a 2xx.")
+    responseBody: str | None = Field(
+        description=f"The first {KEEP_AT_MOST:,} bytes of the answer's body, cut at a "
+        "character boundary; null if no answer came."
+    )
+
+
+class DeliveryAttempts(BaseModel):
+    data: list[DeliveryAttempt] = Field(description="Every attempt, newest first.")
 
 
 class TestResult(BaseModel):

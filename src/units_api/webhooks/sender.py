@@ -120,7 +120,8 @@ class Sender:
 
 
 async def _read_some(response: aiohttp.ClientResponse) -> str:
-    """At most READ_AT_MOST bytes of the answer are read; the first KEEP_AT_MOST are kept."""
+    """At most READ_AT_MOST bytes of the answer are read; the first KEEP_AT_MOST are kept,
+    cut at a character boundary."""
     kept = bytearray()
     read = 0
     while read < READ_AT_MOST:
@@ -128,9 +129,20 @@ async def _read_some(response: aiohttp.ClientResponse) -> str:
         if not chunk:
             break
         read += len(chunk)
-        if len(kept) < KEEP_AT_MOST:
-            kept += chunk[: KEEP_AT_MOST - len(kept)]
-    return kept.decode("utf-8", "replace")
+        if len(kept) <= KEEP_AT_MOST:
+            kept += chunk[: KEEP_AT_MOST + 1 - len(kept)]
+    return cut_utf8(bytes(kept), KEEP_AT_MOST)
+
+
+def cut_utf8(data: bytes, limit: int) -> str:
+    """The first `limit` bytes of `data` as text, cut before a character that would not fit
+    whole (bytes that are not UTF-8 read as U+FFFD)."""
+    end = min(limit, len(data))
+    if end < len(data):
+        # A continuation byte just past the cut: the character it belongs to is left out.
+        while end > 0 and data[end] & 0xC0 == 0x80 and limit - end < 4:
+            end -= 1
+    return data[:end].decode("utf-8", "replace")
 
 
 def _elapsed(started: float) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import secrets as random
 import uuid
 from datetime import timedelta
@@ -15,20 +16,24 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.db import format_time, utcnow, uuid7
 from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
 from units_api.events import repository as events_repository
-from units_api.events.types import TEST_EVENT_TYPE
+from units_api.events.types import EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.http.paging import UUID, Keyset
 from units_api.units.filtering import UNIT_CATALOGUE
 from units_api.webhooks import repository
 from units_api.webhooks.guard import UnsafeTarget, check_url
-from units_api.webhooks.repository import PENDING
+from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED
 from units_api.webhooks.schemas import SECRET_PREFIX, WebhookCreate, WebhookPatch
 from units_api.webhooks.sender import Attempt, Sender
+
+log = logging.getLogger(__name__)
 
 ROTATION_GRACE = timedelta(hours=24)
 WEBHOOKS_KEYSET = Keyset("webhooks", (UUID,))
 DELIVERIES_KEYSET = Keyset("webhook-deliveries", (UUID,))
+DELIVERY_STATUSES = (PENDING, SUCCEEDED, FAILED)
+DELIVERY_EVENT_TYPES = (*EVENT_TYPES, TEST_EVENT_TYPE)
 
 
 def new_secret() -> str:
@@ -62,6 +67,16 @@ def render_delivery(row: RowMapping) -> dict[str, Any]:
         "lastError": row["last_error"],
         "lastDurationMs": row["last_duration_ms"],
         "lastResponse": row["last_response"],
+    }
+
+
+def render_attempt(row: RowMapping) -> dict[str, Any]:
+    return {
+        "attemptedAt": format_time(row["attempted_at"]),
+        "statusCode": row["status_code"],
+        "durationMs": row["duration_ms"],
+        "error": row["error"],
+        "responseBody": row["response_body"],
     }
 
 
@@ -190,16 +205,41 @@ async def rotate_secret(conn: AsyncConnection, webhook_id: uuid.UUID) -> dict[st
     return {**render(await get(conn, webhook_id)), "secret": secret}
 
 
+def _one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> str | None:
+    if value is not None and value not in allowed:
+        raise InvalidParameter(name, f"'{value}' is not one of {', '.join(allowed)}")
+    return value
+
+
 async def deliveries(
-    conn: AsyncConnection, webhook_id: uuid.UUID, limit: int, cursor: str | None
+    conn: AsyncConnection,
+    webhook_id: uuid.UUID,
+    limit: int,
+    cursor: str | None,
+    status: str | None = None,
+    event_type: str | None = None,
 ) -> dict[str, Any]:
+    """The delivery log, newest first, of one status and one event type when given."""
+    status = _one_of("status", status, DELIVERY_STATUSES)
+    event_type = _one_of("eventType", event_type, DELIVERY_EVENT_TYPES)
     await get(conn, webhook_id)
     before = DELIVERIES_KEYSET.decode(cursor)
     rows = await repository.deliveries_page(
-        conn, webhook_id, before[0] if before else None, limit + 1
+        conn, webhook_id, before[0] if before else None, limit + 1, status, event_type
     )
     shown, next_cursor = DELIVERIES_KEYSET.page(rows, limit, lambda row: (row["id"],))
     return {"data": [render_delivery(row) for row in shown], "nextCursor": next_cursor}
+
+
+async def attempts(
+    conn: AsyncConnection, webhook_id: uuid.UUID, delivery_id: uuid.UUID
+) -> dict[str, Any]:
+    """Every attempt of a delivery of this webhook, newest first."""
+    await get(conn, webhook_id)
+    if await repository.delivery(conn, webhook_id, delivery_id) is None:
+        raise NotFound(f"No delivery {delivery_id} of webhook {webhook_id}.")
+    rows = await repository.attempts(conn, delivery_id)
+    return {"data": [render_attempt(row) for row in rows]}
 
 
 async def redeliver(
@@ -230,12 +270,12 @@ async def redeliver(
     return render_delivery(created)
 
 
-async def test(row: RowMapping, sender: Sender) -> Attempt:
-    """Send a signed `webhook.test` event now."""
-    event_id = str(uuid7())
+async def test(row: RowMapping, sender: Sender) -> tuple[uuid.UUID, Attempt]:
+    """Send a signed `webhook.test` event now; its id and what the receiver did."""
+    event_id = uuid7()
     body = orjson.dumps(
         {
-            "id": event_id,
+            "id": str(event_id),
             "type": TEST_EVENT_TYPE,
             "occurredAt": format_time(utcnow()),
             "unitId": None,
@@ -244,4 +284,59 @@ async def test(row: RowMapping, sender: Sender) -> Attempt:
             "data": {"webhookId": str(row["id"])},
         }
     )
-    return await sender.send(row["url"], signing_secrets(row), event_id, body)
+    return event_id, await sender.send(row["url"], signing_secrets(row), str(event_id), body)
+
+
+async def record_test(
+    conn: AsyncConnection, webhook_id: uuid.UUID, event_id: uuid.UUID, attempt: Attempt
+) -> None:
+    """A test ping in the delivery log: one attempt, never retried (nor redelivered: its
+    event is not kept). Not recorded if the webhook was deleted meanwhile."""
+    if await repository.by_id(conn, webhook_id, lock=True) is None:
+        return
+    now = utcnow()
+    delivery_id = uuid7()
+    delivery = {
+        "id": delivery_id,
+        "webhook_id": webhook_id,
+        "event_id": event_id,
+        "event_pos": None,
+        "event_type": TEST_EVENT_TYPE,
+        "status": SUCCEEDED if attempt.ok else FAILED,
+        "attempts": 1,
+        "next_attempt_at": None,
+        "last_attempt_at": now,
+        "last_status_code": attempt.status_code,
+        "last_error": attempt.error,
+        "last_duration_ms": attempt.duration_ms,
+        "last_response": attempt.response,
+        "created_at": now,
+    }
+    await repository.insert_deliveries(conn, [delivery])
+    if not attempt.ok:
+        log.warning(
+            "webhook delivery attempt failed",
+            extra={
+                "webhookId": str(webhook_id),
+                "deliveryId": str(delivery_id),
+                "eventId": str(event_id),
+                "attempt": 1,
+                "statusCode": attempt.status_code,
+                "error": attempt.error,
+            },
+        )
+    await repository.insert_attempts(
+        conn,
+        [
+            {
+                "id": uuid7(),
+                "delivery_id": delivery_id,
+                "attempt": 1,
+                "attempted_at": now,
+                "status_code": attempt.status_code,
+                "duration_ms": attempt.duration_ms,
+                "error": attempt.error,
+                "response_body": attempt.response,
+            }
+        ],
+    )

@@ -1,4 +1,5 @@
-"""Webhook subscriptions and their deliveries (one row per event and webhook)."""
+"""Webhook subscriptions, their deliveries (one row per event and webhook) and every attempt
+of a delivery."""
 
 from __future__ import annotations
 
@@ -66,4 +67,23 @@ webhook_deliveries = Table(
         postgresql_where=text("status = 'pending'"),
         sqlite_where=text("status = 'pending'"),
     ),
+)
+
+webhook_delivery_attempts = Table(
+    "webhook_delivery_attempts",
+    metadata,
+    Column("id", Uuid, primary_key=True),  # UUIDv7: newest last
+    Column(
+        "delivery_id",
+        Uuid,
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),  # 1 for the first
+    Column("attempted_at", UTCDateTime, nullable=False),
+    Column("status_code", Integer),
+    Column("duration_ms", Integer, nullable=False),
+    Column("error", Text),
+    Column("response_body", Text),  # the first RESPONSE_BYTES of the body, whole characters
+    Index("ix_webhook_delivery_attempts_delivery_id_id", "delivery_id", "id"),
 )

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, utcnow, uuid7
+from units_api.errors import bound_error
 from units_api.events import repository as events_repository
 from units_api.events.sequencer import sequence
 from units_api.events.service import event_unit
@@ -241,6 +242,7 @@ class Deliverer:
                 succeeded.add(job.webhook_id)
             else:
                 failed[job.webhook_id] = attempt
+                _log_failure(job, attempt)
         async with self.db.transaction() as conn:
             await repository.record(conn, rows)
             await self._judge_endpoints(conn, succeeded, failed, now)
@@ -254,13 +256,14 @@ class Deliverer:
             delay = self.timing.retry_delay(job.attempts, attempt.retry_after)
             status, next_at = PENDING, now + timedelta(seconds=delay)
         return {
+            "attempt_id": uuid7(),
             "delivery_id": job.delivery_id,
             "claimed": job.attempts,
             "status": status,
             "next_at": next_at,
             "at": now,
             "code": attempt.status_code,
-            "error": attempt.error,
+            "error": bound_error(attempt.error),
             "duration": attempt.duration_ms,
             "response": attempt.response,
         }
@@ -300,6 +303,21 @@ class Deliverer:
             await asyncio.wait(list(self._in_flight))
         with contextlib.suppress(Exception):
             await asyncio.shield(self.record())
+
+
+def _log_failure(job: _Job, attempt: Attempt) -> None:
+    """One line per failed attempt, with its ids (never a secret or the body)."""
+    log.warning(
+        "webhook delivery attempt failed",
+        extra={
+            "webhookId": str(job.webhook_id),
+            "deliveryId": str(job.delivery_id),
+            "eventId": job.event_id,
+            "attempt": job.attempts,
+            "statusCode": attempt.status_code,
+            "error": attempt.error,
+        },
+    )
 
 
 async def disable(conn: AsyncConnection, webhook_id: uuid.UUID, reason: str, now: datetime) -> None:
