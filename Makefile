@@ -9,7 +9,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-find bench-lifecycle bench-events bench-exports clean
+.PHONY: install run test lint format bench bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +39,16 @@ format: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-write bench-find bench-lifecycle bench-events bench-exports
+bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports
 
 bench-write: $(STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
 
 bench-find: $(STAMP)
 	$(BIN)/python bench/find.py $(FIND_ARGS)
+
+bench-find-embedded: $(STAMP)
+	$(BIN)/python bench/find_embedded.py $(FIND_EMBEDDED_ARGS)
 
 bench-lifecycle: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
@@ -55,6 +58,9 @@ bench-events: $(STAMP)
 
 bench-exports: $(STAMP)
 	$(BIN)/python bench/exports.py $(EXPORTS_ARGS)
+
+bench-hostile: $(STAMP)
+	$(BIN)/python bench/hostile.py $(HOSTILE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

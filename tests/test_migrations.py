@@ -12,8 +12,10 @@ from sqlalchemy import func, select
 
 from tests.conftest import fresh_postgres
 from units_api.db import Database, create_engine, utcnow, uuid7
+from units_api.filters.parser import parse_filter
 from units_api.migrate import alembic_config, head_revision
 from units_api.search.index import search_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.tables import units
 from units_api.units.validation import validate_unit
@@ -30,12 +32,30 @@ def empty_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[s
 
 async def insert_old_unit(url: str) -> None:
     db = Database(create_engine(url, 1))
-    fields = validate_unit({"name": "Old Villa", "type": "villa", "unitNameAr": "فيلا قديمة"})
+    fields = validate_unit(
+        {
+            "name": "Old Villa",
+            "type": "villa",
+            "unitNameAr": "فيلا قديمة",
+            "unitLocation": {"type": "Point", "coordinates": [31.2357, 30.0444]},
+        }
+    )
     now = utcnow()
     record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
+    columns = {k: v for k, v in record.columns().items() if k not in ("lng", "lat")}  # 0010's
     async with db.transaction() as conn:
-        await conn.execute(units.insert(), {"id": record.id, "created_at": now, **record.columns()})
+        await conn.execute(units.insert(), {"id": record.id, "created_at": now, **columns})
     await db.dispose()
+
+
+async def count_filtered(url: str, text: str) -> int:
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        condition = unit_condition(parse_filter(text), db.dialect)
+        query = select(func.count()).select_from(units).where(condition)
+        found = int((await conn.execute(query)).scalar_one())
+    await db.dispose()
+    return found
 
 
 async def count_found(url: str, q: str) -> int:
@@ -61,7 +81,11 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     # Stemmed by 0011: an English plural, an Arabic word with its article and conjunction.
     assert asyncio.run(count_found(empty_database, "villas")) == 1
     assert asyncio.run(count_found(empty_database, "والقديمة")) == 1
+    # Its point, filled in by 0010 from the stored document.
+    near, beside = "unitLocation=near=(31.2357,30.0444,1)", "unitLocation=within=(31,30,31.2,31)"
+    assert asyncio.run(count_filtered(empty_database, near)) == 1
+    assert asyncio.run(count_filtered(empty_database, beside)) == 0
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0011"
+    assert head_revision() == "0012"

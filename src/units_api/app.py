@@ -37,6 +37,7 @@ from units_api.http.direct import DirectRoutes
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
+from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
 from units_api.imports.router import router as imports_router
 from units_api.jobs.runner import start_background
@@ -45,6 +46,7 @@ from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
 from units_api.units.counting import CountCache
+from units_api.units.remembering import create_result_cache
 from units_api.units.router import ONE_UNIT_OPERATIONS
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
@@ -110,20 +112,37 @@ async def _api_error(request: Request, exc: Exception) -> Response:
     return problem_response(request, exc)
 
 
-async def _routing_error(request: Request, status: int) -> ApiError:
-    """An unknown path (404) or method (405). Under /api/ the key comes first, as on every
-    call there: without one the answer is a 401, over its rate a 429."""
+async def _key_first(request: Request) -> ApiError | None:
+    """Under /api/ the key comes first, as on every call there: without one the answer is a
+    401, over its rate a 429, whatever else is wrong with the request."""
     if request.url.path.startswith(API_PREFIX):
         try:
             await authenticate(request)
         except ApiError as error:
             return error
+    return None
+
+
+async def _routing_error(request: Request, status: int) -> ApiError:
+    """An unknown path (404) or method (405), after the key."""
+    if (error := await _key_first(request)) is not None:
+        return error
     if status == 404:
         return NotFound(f"No route for {request.url.path}.")
     allowed = ", ".join(_allowed_methods(request))
     return MethodNotAllowed(
         f"{request.method} is not allowed here; use {allowed}.", headers={"Allow": allowed}
     )
+
+
+async def _reject_query(request: Request, error: ApiError) -> Response:
+    """An unknown or repeated query parameter (http/parameters.py), after the key. Answered
+    before the app's exception handlers, so a database out of reach is answered here."""
+    try:
+        error = await _key_first(request) or error
+    except DATABASE_UNAVAILABLE as exc:
+        return await _database_error(request, exc)
+    return problem_response(request, error)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -165,6 +184,7 @@ def create_context(settings: Settings) -> AppContext:
         authenticator=Authenticator(db, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
+        results=create_result_cache(db, settings.result_cache_bytes, settings.redis_url),
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
         storage=open_storage(settings.storage_url, settings.files_dir),
         jobs_wake=asyncio.Event(),
@@ -187,6 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await background.close()
             await context.sender.close()
             await context.limiter.close()
+            await context.results.close()
             await context.db.dispose()
 
     app = FastAPI(
@@ -210,6 +231,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         routes=[route for router in ROUTERS for route in router.routes],
         operations=ONE_UNIT_OPERATIONS,
         handlers=app.exception_handlers,
+    )
+    app.add_middleware(
+        DeclaredQuery,
+        routes=[route for router in ROUTERS for route in router.routes],
+        reject=_reject_query,
     )
     app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
 

@@ -123,6 +123,7 @@ def worker() -> None:
             await background.close()
             await context.sender.close()
             await context.limiter.close()
+            await context.results.close()
             await context.db.dispose()
 
     with contextlib.suppress(KeyboardInterrupt):
@@ -321,11 +322,11 @@ def import_file(
 ) -> None:
     """Import units from a file, as POST /api/v2/units/imports does, with a progress bar and a
     summary. Exits with 1 when a row failed (failing rows are listed)."""
-    from units_api.imports.readers import EXTENSIONS, FORMATS
+    from units_api.imports.readers import FORMATS, format_of
     from units_api.imports.service import MODES, ImportParams, Report, run_import
     from units_api.jobs.work import JobFailed
 
-    fmt = format or EXTENSIONS.get(file.suffix.lower())
+    fmt = format or format_of(file.name)
     if fmt not in FORMATS:
         raise _fail(f"give --format {' or '.join(FORMATS)} (the file name does not say)")
     if mode not in MODES:
@@ -340,7 +341,14 @@ def import_file(
         tracker = _Bar(bar, f"import {file.name}")
 
         async def work(db: Database) -> Report:
-            return await run_import(db, params, file, settings.vocabularies, tracker)
+            return await run_import(
+                db,
+                params,
+                file,
+                settings.vocabularies,
+                tracker,
+                max_expanded=settings.max_import_expanded_bytes,
+            )
 
         try:
             report = _run(settings, work).result()
@@ -353,11 +361,16 @@ def import_file(
         typer.echo(f"row {error['row']}: {error['field'] or '(row)'}: {error['message']}", err=True)
     if failure:
         raise _fail(failure)
-    outcome = "valid (dry run: nothing written)" if dry_run else "imported"
-    typer.echo(
-        f"{report['rowsTotal']} rows: {report['rowsOk']} {outcome}, {report['rowsFailed']} failed"
-        f" in {seconds:.1f}s"
+    counts = (
+        f"{report['rowsCreated']} created, {report['rowsUpdated']} updated,"
+        f" {report['rowsUnchanged']} unchanged"
     )
+    if dry_run:
+        summary = f"{report['rowsOk']} valid (dry run: nothing written), {report['rowsFailed']}"
+        summary += f" failed; would be {counts}"
+    else:
+        summary = f"{counts}, {report['rowsFailed']} failed"
+    typer.echo(f"{report['rowsTotal']} rows: {summary} in {seconds:.1f}s")
     if report["rowsFailed"]:
         raise typer.Exit(code=1)
 

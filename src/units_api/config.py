@@ -32,6 +32,7 @@ class Settings(BaseSettings):
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
     count_cache_size: int = Field(default=4096, ge=0)
     count_budget_ms: int = Field(default=2000, ge=0)
+    result_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     search_few_matches: int = Field(default=FEW_MATCHES, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
@@ -53,6 +54,7 @@ class Settings(BaseSettings):
     storage_url: str | None = None
     export_ttl_hours: float = Field(default=168.0, gt=0)
     max_import_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
+    max_import_expanded_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1024)
     publish_requires: str = "name,type,city,price,image"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""

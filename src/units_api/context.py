@@ -13,6 +13,7 @@ from units_api.db import Database
 from units_api.http.ratelimit import Limiter
 from units_api.jobs.storage import Storage
 from units_api.units.counting import CountCache
+from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ class AppContext:
     authenticator: Authenticator
     idempotency: Idempotency
     counts: CountCache
+    results: ResultCache
     sender: Sender
     storage: Storage
     # Set when a job is queued, so this process's job loop claims it without waiting.

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from units_api.filters.geo import sqlite_distance, sqlite_inside
 from units_api.search.words import sqlite_relevance
 
 NAMING_CONVENTION = {
@@ -171,6 +172,8 @@ def async_url(url: str) -> URL:
 # Functions SQLite statements call, defined in Python beside their PostgreSQL SQL.
 SQLITE_FUNCTIONS: tuple[tuple[str, int, Callable[..., Any]], ...] = (
     ("units_relevance", 2, sqlite_relevance),
+    ("units_distance", 5, sqlite_distance),
+    ("units_inside", 3, sqlite_inside),
 )
 
 

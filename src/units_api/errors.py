@@ -5,7 +5,7 @@ Each class carries a stable `code`; the problem `type` is `/problems/<code>`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
@@ -54,6 +54,26 @@ class InvalidParameter(BadRequest):
 
     def __init__(self, parameter: str, message: str) -> None:
         super().__init__(f"{parameter}: {message}", extra={"parameter": parameter})
+
+
+class UnknownParameter(BadRequest):
+    """Query parameters the operation does not declare (a misspelt `filter=` for `p=`, say):
+    each named in `errors`, the first in `parameter`."""
+
+    code, title = "unknown-parameter", "Unknown query parameter"
+
+    def __init__(self, names: Sequence[str], declared: Sequence[str]) -> None:
+        takes = ", ".join(declared) if declared else "none"
+        message = f"is not a query parameter of this operation (it takes {takes})"
+        shown = ", ".join(f"'{name}'" for name in names)
+        verb = "is not a query parameter" if len(names) == 1 else "are not query parameters"
+        super().__init__(
+            f"{shown} {verb} of this operation, which takes {takes}.",
+            extra={
+                "parameter": names[0],
+                "errors": [{"field": name, "message": message} for name in names],
+            },
+        )
 
 
 class InvalidHeader(BadRequest):
@@ -106,6 +126,10 @@ class PayloadTooLarge(ApiError):
     status, code, title = 413, "payload-too-large", "Payload too large"
 
 
+class UriTooLong(ApiError):
+    status, code, title = 414, "uri-too-long", "URI too long"
+
+
 class UnsupportedMediaType(ApiError):
     status, code, title = 415, "unsupported-media-type", "Unsupported media type"
 
@@ -145,3 +169,17 @@ class RateLimited(ApiError):
 
 class ServiceUnavailable(ApiError):
     status, code, title = 503, "unavailable", "Service unavailable"
+
+
+# Texts about errors (a job's `error`, a row error's `message`, a delivery's `lastError`, and
+# the same in job events, webhook bodies and logs) are at most this many characters.
+MAX_ERROR_TEXT = 1000
+_ELLIPSIS = "…"
+
+
+def bound_error(text: str | None, limit: int = MAX_ERROR_TEXT) -> str | None:
+    """`text` cut to at most `limit` characters (at a character boundary, ending with an
+    ellipsis when cut); None stays None."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - len(_ELLIPSIS)] + _ELLIPSIS

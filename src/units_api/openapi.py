@@ -15,6 +15,9 @@ from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiK
 from units_api.events.schemas import Event, EventPage
 from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.exports.schemas import ExportCreate
+from units_api.filters import geo
+from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
+from units_api.http.docs import problem
 from units_api.jobs.schemas import Job, JobPage
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.schemas import (
@@ -26,6 +29,7 @@ from units_api.units.schemas import (
     PublishingAction,
     QueryRequest,
     QueryResult,
+    UnitListed,
     UnitPage,
     UnitPatch,
     UnitRead,
@@ -33,6 +37,8 @@ from units_api.units.schemas import (
 )
 from units_api.webhooks.schemas import (
     Delivery,
+    DeliveryAttempt,
+    DeliveryAttempts,
     DeliveryPage,
     TestResult,
     WebhookCreate,
@@ -61,6 +67,9 @@ RSQL: `selector operator value`, joined with `;` (AND) and `,` (OR), grouped wit
 | `=lt=` `=le=` `=gt=` `=ge=` (or `<` `<=` `>` `>=`) | order; numbers as numbers, times as times |
 | `=in=(a,b)`, `=out=(a,b)` | one of, none of |
 | `=null=true`, `=null=false` | unset, set |
+| `=within=(west,south,east,north)` | on `unitLocation`: in the box, edges included |
+| `=near=(lng,lat,meters)` | on `unitLocation`: at most `meters` from the point |
+| `=inside=(lng1,lat1,lng2,lat2,...)` | on `unitLocation`: in the polygon |
 
 Values may be quoted with `'` or `"` (backslash escapes). Selectors: every scalar field
 (`price`, `city`, `unitNameAr`...), `id`, `createdAt`, `updatedAt`, `version`, `status`
@@ -71,7 +80,28 @@ and `=in=` are false on an unset value; `!=` and `=out=` are true. Examples:
 `city==Cairo;price=ge=1000000;price=le=5000000`,
 `(type==villa,type==townhouse);floorsPlan.rooms=ge=4`, `createdAt=gt=2026-11-01T00:00:00Z`.
 A syntax error, an unknown selector or a value of the wrong type is a 400 naming the parameter
-and the position.
+and the position. A filter may be up to {MAX_FILTER_LENGTH:,} characters (a long one goes in a
+body: the query endpoint, bulk updates, exports, key policies, webhooks).
+
+## Map search (`unitLocation`)
+
+Longitude and latitude in degrees, as in the record's GeoJSON point; a unit without one never
+matches (`unitLocation=null=true` finds those). `=within=` takes the box's west, south, east
+and north edges, edges included; `west` greater than `east` is a box across the antimeridian
+(`unitLocation=within=(179,-20,-179,20)`). `=near=` takes a point and a distance in metres,
+more than 0 and at most {geo.MAX_METERS:,}: the great-circle (haversine) distance on a sphere
+of radius {geo.EARTH_RADIUS:,} m. `=inside=` takes a polygon of {geo.MIN_VERTICES} to
+{geo.MAX_VERTICES:,} vertices, closed implicitly; its edges are straight lines in
+longitude/latitude that never wrap at the antimeridian (across it, join two polygons with `,`).
+A point on an edge (within {geo.ON_EDGE:g} degrees of it) or a vertex is inside; otherwise the
+even-odd rule decides, so where a self-crossing polygon covers a place twice (the middle of a
+five-pointed star drawn in one stroke) it is outside. A longitude outside -180..180, a latitude
+outside -90..90, a distance out of range, a wrong count of numbers or a map operator on another
+selector is a 400 with the position. With exactly one `=near=` joined to the rest by `;`,
+`sortBy=distance` on the list (`"sort": [{{"field": "distance"}}]` in the query) gives the
+nearest first (`order=desc`: the farthest), ties on `id`, and adds `distanceMeters` (a number)
+to every unit, projected or not. Example: `unitLocation=near=(31.2357,30.0444,1500);type==villa`
+with `sortBy=distance`.
 
 ## Search (`q`)
 
@@ -108,10 +138,14 @@ class Problem(BaseModel):
     instance: str
     requestId: str | None
     errors: list[FieldError | ItemError] | None = Field(
-        default=None, description="On 422: every violation (per item, for bulk updates)."
+        default=None,
+        description="On 422: every violation (per item, for bulk updates); on a 400 for "
+        "unknown query parameters: each of them.",
     )
     allowedActions: list[str] | None = Field(default=None, description="On a state conflict.")
-    parameter: str | None = Field(default=None, description="On a bad query parameter.")
+    parameter: str | None = Field(
+        default=None, description="On a bad query parameter (the first, if several)."
+    )
     header: str | None = Field(default=None, description="On a malformed header.")
     currentVersion: int | None = Field(default=None, description="On 412.")
     currentCursor: str | None = Field(
@@ -124,6 +158,7 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     UnitWrite,
     UnitPatch,
     UnitRead,
+    UnitListed,
     UnitPage,
     HistoryPage,
     QueryRequest,
@@ -146,6 +181,8 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     WebhookPage,
     Delivery,
     DeliveryPage,
+    DeliveryAttempt,
+    DeliveryAttempts,
     TestResult,
     ExportCreate,
     Job,
@@ -153,9 +190,31 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
 )
 
 
+# Documented as they are read; every other model as the server writes it (a unit's arrays,
+# say: a client may send null for one, a returned record always carries the array).
+REQUEST_BODIES: frozenset[type[BaseModel]] = frozenset(
+    {
+        UnitWrite,
+        UnitPatch,
+        QueryRequest,
+        PublishingAction,
+        AvailabilityAction,
+        BulkItems,
+        BulkByFilter,
+        ApiKeyCreate,
+        WebhookCreate,
+        WebhookPatch,
+        ExportCreate,
+    }
+)
+
+
 def _components() -> dict[str, Any]:
     _, schema = models_json_schema(
-        [(model, "validation") for model in DOC_MODELS],
+        [
+            (model, "validation" if model in REQUEST_BODIES else "serialization")
+            for model in DOC_MODELS
+        ],
         ref_template="#/components/schemas/{model}",
     )
     return dict(schema.get("$defs", {}))
@@ -174,6 +233,16 @@ def _tidy_responses(paths: dict[str, Any]) -> None:
                 for media in response.get("content", {}).values():
                     if "$ref" in media.get("schema", {}):
                         media["schema"] = {"$ref": media["schema"]["$ref"]}
+
+
+def _request_problems(paths: dict[str, Any]) -> None:
+    """What any operation may answer before its handler runs: a 400 for a query parameter
+    it does not declare (http/parameters.py), a 414 for a URL over the limit."""
+    for operations in paths.values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            for code in (400, 414):
+                responses.setdefault(str(code), problem(code))
 
 
 def _require_keys(paths: dict[str, Any]) -> None:
@@ -250,6 +319,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     )
     paths = document.get("paths", {})
     _tidy_responses(paths)
+    _request_problems(paths)
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
     _require_keys(document["paths"])
     components = document.setdefault("components", {})

@@ -5,8 +5,8 @@ from units_api.db import metadata
 from units_api.events.tables import events, feed_positions
 from units_api.http.tables import idempotency_keys
 from units_api.jobs.tables import jobs
-from units_api.units.tables import unit_history, units
-from units_api.webhooks.tables import webhook_deliveries, webhooks
+from units_api.units.tables import remembered_results, unit_history, units
+from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attempts, webhooks
 
 __all__ = [
     "api_keys",
@@ -15,8 +15,10 @@ __all__ = [
     "idempotency_keys",
     "jobs",
     "metadata",
+    "remembered_results",
     "unit_history",
     "units",
     "webhook_deliveries",
+    "webhook_delivery_attempts",
     "webhooks",
 ]

@@ -8,12 +8,14 @@ from typing import Any
 
 from units_api.http.etag import ETAG_PATTERN, IF_MATCH_PATTERN
 from units_api.http.idempotency import KEY_SCHEMA, REPLAYED
+from units_api.http.middleware import MAX_URL_BYTES
 from units_api.http.paging import CURSOR_SCHEMA, Limit
 
 _DESCRIPTIONS = {
     304: "Not modified (If-None-Match matched the current ETag)",
-    400: "Bad request: malformed JSON, a bad query parameter (named in `parameter`) or a "
-    "malformed header (named in `header`)",
+    400: "Bad request: malformed JSON, a bad, unknown or repeated query parameter (named in "
+    "`parameter`; unknown ones each listed in `errors`) or a malformed header (named in "
+    "`header`)",
     401: "Missing, malformed, unknown, revoked or expired API key",
     403: "The API key lacks the scope this operation needs",
     404: "No such resource",
@@ -22,6 +24,7 @@ _DESCRIPTIONS = {
     410: "Gone",
     412: "If-Match does not match the current version",
     413: "Body too large",
+    414: f"URL (path and query) longer than {MAX_URL_BYTES:,} bytes",
     415: "Unsupported Content-Type",
     422: "Validation failed; `errors` lists every violation with its path",
     429: "Rate limit exceeded (see Retry-After)",
@@ -52,14 +55,15 @@ def ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+def problem(code: int) -> dict[str, Any]:
     return {
-        code: {
-            "description": _DESCRIPTIONS[code],
-            "content": {"application/problem+json": {"schema": ref("Problem")}},
-        }
-        for code in (*codes, *AUTH)
+        "description": _DESCRIPTIONS[code],
+        "content": {"application/problem+json": {"schema": ref("Problem")}},
     }
+
+
+def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: problem(code) for code in (*codes, *AUTH)}
 
 
 def success(

@@ -1,4 +1,5 @@
-"""Pure ASGI middleware: request ids, trailing-slash folding, rate-limit headers, access log."""
+"""Pure ASGI middleware: request ids, trailing-slash folding, the URL's length, rate-limit
+headers, access log."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError
+from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, UriTooLong
 from units_api.logs import request_id_var
 from units_api.metrics import observe
 
@@ -20,6 +21,8 @@ log = logging.getLogger(__name__)
 UNEXPECTED = "An unexpected error occurred; it was logged with this request's id."
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
 STATE_HEADERS = "response_headers"
+# Of the request target (path and query, as sent): longer is a 414. Long filters go in a body.
+MAX_URL_BYTES = 8192
 
 
 def _incoming_request_id(scope: Scope) -> str | None:
@@ -28,6 +31,22 @@ def _incoming_request_id(scope: Scope) -> str | None:
             text = value.decode("latin-1")
             return text if _VALID_REQUEST_ID.match(text) else None
     return None
+
+
+def _url_too_long(scope: Scope) -> UriTooLong | None:
+    query: bytes = scope["query_string"]
+    raw: bytes = scope.get("raw_path") or scope["path"].encode()
+    if len(raw) + len(query) < MAX_URL_BYTES:
+        return None
+    # Some servers pass the query in raw_path too: count it once.
+    size = len(raw.partition(b"?")[0]) + (len(query) + 1 if query else 0)
+    if size <= MAX_URL_BYTES:
+        return None
+    return UriTooLong(
+        f"The URL (path and query) is {size:,} bytes; at most {MAX_URL_BYTES:,} are accepted. "
+        "Send a long filter in a body: the query endpoint (POST /api/v2/units/query), a bulk "
+        "update or an export."
+    )
 
 
 class RequestContextMiddleware:
@@ -66,6 +85,9 @@ class RequestContextMiddleware:
             await send(message)
 
         try:
+            if too_long := _url_too_long(scope):
+                await _send_problem(send_with_headers, too_long.problem(path, request_id))
+                return
             await self.app(scope, receive, send_with_headers)
         except Exception:
             log.exception("unhandled error")

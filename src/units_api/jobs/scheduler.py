@@ -1,6 +1,7 @@
 """Time-driven work: scheduled publications and expired reservations, and housekeeping
 (pruning events past their retention, one process at a time; sweeping idempotency records
-past their window; deleting export files past their expiry).
+past their window; deleting export files past their expiry; dropping remembered query
+answers no request can be given any more).
 
 The schedule is durable in the unit rows themselves (`scheduled_at`, `reserved_until`), so a
 worker that was down catches up when it starts. Rows are claimed with FOR UPDATE SKIP LOCKED
@@ -21,7 +22,7 @@ from units_api.events.service import prune
 from units_api.http.idempotency import Idempotency
 from units_api.jobs import queue
 from units_api.jobs.storage import Storage
-from units_api.units import availability, publishing, repository
+from units_api.units import availability, publishing, remembering, repository
 from units_api.units.service import SystemCaller
 
 log = logging.getLogger(__name__)
@@ -85,13 +86,19 @@ async def run_forever(
                 pruned = await prune(db, retention_days)
                 swept = await idempotency.sweep()
                 expired = await expire_files(db, storage)
+                forgotten = await remembering.prune(db)
                 # A job's temporary file outlives it only if its process died; no job runs
                 # for a day without touching its file.
                 await asyncio.to_thread(storage.sweep_scratch, SCRATCH_KEPT_SECONDS)
-                if pruned or swept or expired:
+                if pruned or swept or expired or forgotten:
                     log.info(
                         "housekeeping",
-                        extra={"events": pruned, "idempotency": swept, "exports": expired},
+                        extra={
+                            "events": pruned,
+                            "idempotency": swept,
+                            "exports": expired,
+                            "answers": forgotten,
+                        },
                     )
         except Exception:
             log.exception("scheduled work failed; retrying")

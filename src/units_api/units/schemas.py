@@ -7,7 +7,7 @@ merge patch); `UnitPatch` documents PATCH; `UnitRead` documents the returned rec
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -19,10 +19,11 @@ from pydantic import (
     create_model,
     field_validator,
 )
+from pydantic.fields import FieldInfo
 
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.http.paging import CURSOR_PATTERN, Limit
-from units_api.units.fields import AGGREGATABLE, GROUPABLE, SORTABLE
+from units_api.units.fields import AGGREGATABLE, COMPUTED_SORTS, GROUPABLE, RELEVANCE, SORTABLE
 from units_api.units.types import (
     Amount,
     Coordinate,
@@ -200,6 +201,15 @@ class UnitWrite(UnitFields):
     availability: Any = Field(default=None, description="Server field; ignored.")
 
 
+def _patched(info: FieldInfo) -> Any:
+    """A field's type in a merge patch, as documented: an array is replaced whole, so it is
+    the unit's own array (or null, which clears it); anything else may be partial (objects
+    merge key by key) and is checked on the merged unit."""
+    if get_origin(info.annotation) is not list:
+        return Any
+    return Annotated[(info.annotation, *info.metadata)]
+
+
 UnitPatch = create_model(  # type: ignore[call-overload]
     "UnitPatch",
     __config__=ConfigDict(
@@ -211,7 +221,7 @@ UnitPatch = create_model(  # type: ignore[call-overload]
         },
     ),
     **{
-        name: (Any, Field(default=None, description=info.description))
+        name: (_patched(info), Field(default=None, description=info.description))
         for name, info in UnitWrite.model_fields.items()
     },
 )
@@ -275,15 +285,30 @@ class PageLinks(BaseModel):
     last: str | None
 
 
+class UnitListed(UnitRead):
+    """A unit in a list or a query's answer: the record, and its distance when sorted by one."""
+
+    distanceMeters: float | None = Field(
+        default=None,
+        description="Sorted by distance only: metres from the `=near=` point.",
+    )
+
+
 class UnitPage(BaseModel):
-    data: list[dict[str, Any]] = Field(description="Units, or the projected fields of each.")
+    # Typed for clients as the record; projected fields (`fields=`) come as a partial object.
+    data: list[UnitListed | dict[str, Any]] = Field(
+        description="Units, or the projected fields of each; sorted by distance, each also "
+        "has `distanceMeters`, its distance in metres from the `=near=` point."
+    )
     meta: PageMeta
     links: PageLinks
 
 
 class QueryResult(BaseModel):
-    data: list[dict[str, Any]] = Field(
-        description="Units (or their projected fields), or one row per aggregate group."
+    data: list[UnitListed | dict[str, Any]] = Field(
+        description="Units (or their projected fields), or one row per aggregate group; "
+        "sorted by distance, each unit also has `distanceMeters`, its distance in metres from "
+        "the `=near=` point."
     )
     nextCursor: str | None = Field(default=None, description="Absent for aggregates.")
 
@@ -309,7 +334,7 @@ MAX_MATCHED = 10_000  # units a bulk update by filter may match
 
 # --- The query endpoint -----------------------------------------------------------------
 
-SortField = Literal[tuple(SORTABLE)]  # type: ignore[valid-type]
+SortField = Literal[(*SORTABLE, *COMPUTED_SORTS)]  # type: ignore[valid-type]
 GroupField = Literal[tuple(GROUPABLE)]  # type: ignore[valid-type]
 Alias = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,39}$")]
 # Checked by hand so a bad one is named as today (a 422, a 400 for the filter and cursor);
@@ -320,8 +345,17 @@ ProjectedField = Annotated[str, Field(json_schema_extra={"enum": list(PROJECTABL
 class SortSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    field: SortField  # type: ignore[valid-type]
-    order: Literal["asc", "desc"] = "asc"
+    field: SortField
+    order: Literal["asc", "desc"] | None = Field(
+        default=None,
+        description="asc by default; desc (best first) for relevance",
+    )
+
+    @property
+    def descending(self) -> bool:
+        if self.order is None:
+            return bool(self.field == RELEVANCE)
+        return self.order == "desc"
 
 
 class Aggregate(BaseModel):
