@@ -41,10 +41,10 @@ from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.counting import count_all
 from units_api.units.fields import SortKey
 from units_api.units.filtering import located, unit_condition
-from units_api.units.listing import by_distance
 from units_api.units.remembering import prune
 from units_api.units.repository import hits_query, page_query
 from units_api.units.seeding import seed_units
+from units_api.units.sorting import by_distance
 from units_api.units.tables import units
 
 FILTERED = "city==Cairo;price=ge=2000000;price=le=6000000"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
-from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
@@ -26,16 +25,23 @@ from units_api.search.index import (
     count_matches,
     match,
     newest_matches,
-    relevant_matches,
 )
 from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import CountCache, estimate, exact_count
-from units_api.units.fields import COMPUTED_SORTS, DISTANCE, RELEVANCE, SORTABLE, SortKey
-from units_api.units.filtering import located, unit_condition, unit_distance, unit_near
-from units_api.units.repository import NOTHING_COMPUTED, Computed
+from units_api.units.fields import RELEVANCE, SortKey
+from units_api.units.filtering import located, unit_condition
+from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
+from units_api.units.sorting import (
+    by_distance,
+    by_relevance,
+    check_distance,
+    check_relevance,
+    parse_sort,
+    split_commas,
+)
 from units_api.units.tables import units
 
 MAX_LIMIT = 100
@@ -59,56 +65,10 @@ class ListParams:
     count: CountMode
 
 
-def _csv(raw: str) -> list[str]:
-    return [part.strip() for part in raw.split(",")]
-
-
-SORT_NAMES = (*SORTABLE, *COMPUTED_SORTS)
-
-
-def _sort(sort_by: str | None, order: str | None) -> tuple[SortKey, ...]:
-    for name, value in (("sortBy", sort_by), ("order", order)):
-        if value is not None and not value.strip():
-            raise InvalidParameter(name, "is empty; leave it out for the default")
-    names = _csv(sort_by) if sort_by else ["createdAt"]
-    for name in names:
-        if name not in SORT_NAMES:
-            raise InvalidParameter(
-                "sortBy", f"'{name}' is not sortable; use {', '.join(SORT_NAMES)}"
-            )
-    if len(set(names)) != len(names):
-        raise InvalidParameter("sortBy", "names a field twice")
-    # Nearest first, anything else newest or highest first, unless asked otherwise.
-    orders = _csv(order) if order else ["asc" if n == DISTANCE else "desc" for n in names]
-    for value in orders:
-        if value not in ("asc", "desc"):
-            raise InvalidParameter("order", f"'{value}' is not asc or desc")
-    if len(orders) == 1:
-        orders = orders * len(names)
-    if len(orders) != len(names):
-        raise InvalidParameter("order", "give one order, or one per sortBy field")
-    return with_recency(tuple(SortKey(n, o == "desc") for n, o in zip(names, orders, strict=True)))
-
-
-def with_recency(sort: tuple[SortKey, ...]) -> tuple[SortKey, ...]:
-    """Relevance ranks ties by recency (CONTRACT 5): createdAt follows it, in its direction,
-    unless the sort names createdAt itself."""
-    fields = [key.field for key in sort]
-    if RELEVANCE not in fields or "createdAt" in fields:
-        return sort
-    at = fields.index(RELEVANCE) + 1
-    return (*sort[:at], SortKey("createdAt", sort[at - 1].descending), *sort[at:])
-
-
-def check_relevance(sort: tuple[SortKey, ...], words: tuple[str, ...], parameter: str) -> None:
-    if not words and any(key.field == RELEVANCE for key in sort):
-        raise InvalidParameter(parameter, "relevance needs a search text (q) with a word in it")
-
-
 def _fields(raw: str | None) -> tuple[str, ...] | None:
     if raw is None:
         return None
-    names = [name for name in _csv(raw) if name]
+    names = [name for name in split_commas(raw) if name]
     unknown = [name for name in names if name not in PROJECTABLE]
     if unknown or not names:
         raise InvalidParameter("fields", f"unknown field(s): {', '.join(unknown) or '(none)'}")
@@ -138,7 +98,7 @@ def parse_list_params(request: Request) -> ListParams:
     q = query.get("q")
     if q is not None and len(q) > MAX_QUERY_LENGTH:
         raise InvalidParameter("q", f"is longer than {MAX_QUERY_LENGTH} characters")
-    sort = _sort(query.get("sortBy"), query.get("order"))
+    sort = parse_sort(query.get("sortBy"), query.get("order"))
     words = tuple(query_tokens(q or ""))
     check_relevance(sort, words, "sortBy")
     tree = parse_filter(raw_filter, "p") if raw_filter is not None else None
@@ -189,42 +149,6 @@ async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, 
         for w in words
     ]
     return first_words(words, sizes, counts.remembered((None, None, words)), few)
-
-
-def by_relevance(words: Words, dialect: str, first: Words = ()) -> Computed:
-    """The relevance sort key: the search's matches joined to the units, with their score."""
-    relevant = relevant_matches(words, dialect, first)
-    return Computed(
-        MappingProxyType({RELEVANCE: relevant.c.score}),
-        units.join(relevant, relevant.c.unit_id == units.c.id),
-    )
-
-
-# The field a sort by distance adds to each record: metres from the =near= point.
-DISTANCE_FIELD = "distanceMeters"
-
-
-def check_distance(
-    sort: tuple[SortKey, ...], tree: Node | None, parameter: str, filter_parameter: str
-) -> None:
-    if any(key.field == DISTANCE for key in sort) and unit_near(tree) is None:
-        raise InvalidParameter(
-            parameter,
-            f"distance needs exactly one unitLocation=near= in {filter_parameter}, joined to "
-            "the rest of it by ';' (every match is then within its distance)",
-        )
-
-
-def by_distance(sort: tuple[SortKey, ...], tree: Node | None) -> Computed:
-    """The distance sort key (none unless the sort names it): metres from the filter's one
-    `=near=` point, added to each record as `distanceMeters`."""
-    near = unit_near(tree)
-    if near is None or all(key.field != DISTANCE for key in sort):
-        return NOTHING_COMPUTED
-    return Computed(
-        MappingProxyType({DISTANCE: unit_distance(near)}),
-        shown=MappingProxyType({DISTANCE: DISTANCE_FIELD}),
-    )
 
 
 async def list_units(

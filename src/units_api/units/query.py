@@ -39,18 +39,18 @@ from units_api.units.fields import (
     SortKey,
 )
 from units_api.units.filtering import located, unit_condition
-from units_api.units.listing import (
-    by_distance,
-    by_relevance,
-    check_distance,
-    check_relevance,
-    with_recency,
-)
 from units_api.units.remembering import Answer, ResultCache, question_key
 from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.schemas import (
     Aggregate,
     QueryRequest,
+)
+from units_api.units.sorting import (
+    by_distance,
+    by_relevance,
+    check_distance,
+    check_relevance,
+    with_recency,
 )
 from units_api.units.tables import units
 

@@ -31,7 +31,6 @@ from units_api.units.listing import (
     COUNT_MODES,
     LIST_LIMIT,
     MAX_DEPTH,
-    SORT_NAMES,
     parse_list_params,
 )
 from units_api.units.query import run_query
@@ -43,6 +42,7 @@ from units_api.units.schemas import (
     QueryRequest,
 )
 from units_api.units.service import Vocabularies, Written
+from units_api.units.sorting import SORT_NAMES
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
