@@ -182,6 +182,6 @@ def relevant_matches(words: Words, dialect: str, first: Words = ()) -> Subquery:
         rank_words: BindParameter[str] = bindparam(
             "rank", orjson.dumps(list(words)).decode(), unique=True
         )
-        score = func.units_relevance(column("ranking"), rank_words, type_=Integer)
+        score = func.units_relevance(_SEARCH.c.ranking, rank_words, type_=Integer)
     found = select(_SEARCH.c.unit_id, score.label("score")).where(*_found(words, dialect, first))
     return found.subquery("relevant")

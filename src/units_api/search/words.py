@@ -74,10 +74,14 @@ def terms(words: Iterable[str]) -> tuple[Term, ...]:
 def relevance(ranking: Iterable[str], words: Iterable[str]) -> int:
     """A unit's relevance to a search's words, read from its `ranking`: WRITTEN_WEIGHT for
     each word it has as written, plus one for each word found in its name fields."""
+    return _score(ranking, terms(words))
+
+
+def _score(ranking: Iterable[str], searched: tuple[Term, ...]) -> int:
     have = set(ranking)
     named = [entry for entry in have if entry.startswith(NAME_MARK)]
     score = 0
-    for term in terms(words):
+    for term in searched:
         if term.word in have:
             score += WRITTEN_WEIGHT
         if NAME_MARK + term.stem in have or any(
@@ -88,11 +92,11 @@ def relevance(ranking: Iterable[str], words: Iterable[str]) -> int:
 
 
 @lru_cache(maxsize=1024)
-def _search_words(words_json: str) -> tuple[str, ...]:
-    return tuple(orjson.loads(words_json))
+def _search_terms(words_json: str) -> tuple[Term, ...]:
+    return terms(orjson.loads(words_json))
 
 
 def sqlite_relevance(ranking: str | None, words_json: str) -> int:
-    """`units_relevance(ranking, words)` in SQLite: the stored ranking words (space-separated)
-    and the search's words as a JSON array."""
-    return relevance((ranking or "").split(), _search_words(words_json))
+    """`units_relevance(ranking, words)` in SQLite, called once per match: the stored ranking
+    words (space-separated) and the search's words as a JSON array (stemmed once)."""
+    return _score((ranking or "").split(), _search_terms(words_json))
