@@ -178,6 +178,41 @@ def cli_admin_key(env: dict[str, str]) -> str:
     return created.stdout.splitlines()[0]
 
 
+@contextmanager
+def served_sqlite(
+    database: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[str, str]]:
+    """`units-api serve` (uvicorn, httptools) on a loopback port and a SQLite database of its
+    own: its base URL and the first admin key it prints."""
+    from tests.test_cli import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
+        "UNITS_API_ACCESS_LOG": "false",
+        **(extra_env or {}),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "units_api", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=database.parent,
+    )
+    assert process.stdout is not None
+    process.stdout.readline()
+    key = process.stdout.readline().strip()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(base)
+        yield base, key
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
 def wait_until_ready(base: str, seconds: float = 30) -> None:
     """Until a started server answers /readyz."""
     deadline = time.monotonic() + seconds

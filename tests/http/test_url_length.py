@@ -3,20 +3,15 @@ a longer one is a 414 problem, and one the server's HTTP parser refuses still ge
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import Api, wait_until_ready
+from tests.conftest import Api, served_sqlite
 from tests.http.test_errors import assert_problem
-from tests.test_cli import free_port
 from units_api.http.middleware import MAX_URL_BYTES
 
 LIST = "/api/v2/units/?p="
@@ -53,31 +48,8 @@ async def test_a_longer_url_is_a_414_problem(api: Api) -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """`units-api serve` (uvicorn, httptools) on a loopback port: its URL and an admin key."""
-    port = free_port()
-    database = tmp_path_factory.mktemp("long-urls") / "units.db"
-    env = {
-        **os.environ,
-        "UNITS_API_DATABASE_URL": f"sqlite:///{database}",
-        "UNITS_API_ACCESS_LOG": "false",
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "units_api", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=Path(__file__).parent,
-    )
-    assert process.stdout is not None
-    process.stdout.readline()
-    key = process.stdout.readline().strip()
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(base)
+    with served_sqlite(tmp_path_factory.mktemp("long-urls") / "units.db") as (base, key):
         yield base, {"Authorization": f"Bearer {key}"}
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
 
 
 def test_the_real_server_passes_a_url_at_the_limit_and_answers_longer_ones(
