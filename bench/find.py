@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -255,7 +256,9 @@ def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace
     if "mix" in scenario:
         extra = scenario.get("params", {})
         paths = [f"/api/v2/units/?{urlencode({'q': q, **extra})}" for q in scenario["mix"]]
-        listed = RESULTS / f"paths_{len(paths)}_{abs(hash(tuple(paths)))}.txt"
+        listed = (
+            RESULTS / f"paths_{hashlib.sha256(chr(10).join(paths).encode()).hexdigest()[:12]}.txt"
+        )
         listed.write_text("\n".join(paths) + "\n")
         first = max(first_request_ms(base + path, key, headers) for path in paths)
         wrk.update(script="paths.lua", script_args=(str(listed),))
