@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     Boolean,
     ColumnElement,
     Double,
-    Integer,
     Numeric,
     and_,
     bindparam,
@@ -227,10 +227,52 @@ def exact(lng: Any, lat: Any, shape: geo.Shape, dialect: str) -> ColumnElement[b
     if isinstance(shape, geo.Circle):
         near: ColumnElement[bool] = distance(lng, lat, shape) <= _float(shape.meters)
         return near
+    return _inside(lng, lat, shape, dialect)
+
+
+def _inside(lng: Any, lat: Any, shape: geo.Polygon, dialect: str) -> ColumnElement[bool]:
+    """`filters.geo.inside`, asked only of the points the polygon's bands leave undecided
+    (geo.banded, written here with the same comparisons): most points of a polygon are then
+    decided by a few comparisons. Written as text, with the values bound: built as an
+    expression, it cost a request more than the query itself."""
+    x, y = f"{lng.table.name}.{lng.name}", f"{lat.table.name}.{lat.name}"
     if dialect == "postgresql":
-        return _pg_inside(lng, lat, shape)
-    inside = func.units_inside(lng, lat, literal(geo.polygon_text(shape)), type_=Integer)
-    return inside == 1
+        test, binds = _pg_inside(x, y, shape)
+    else:
+        polygon: BindParameter[Any] = bindparam("polygon", geo.polygon_text(shape), unique=True)
+        test, binds = f"units_inside({x}, {y}, :polygon) = 1", [polygon]
+    found = geo.bands(shape)
+    if not found:
+        return and_(text(test).bindparams(*binds))
+
+    def value(number: float) -> str:
+        name = f"band{len(binds)}"
+        binds.append(bindparam(name, number, _DOUBLE, unique=True))
+        return f":{name}"
+
+    def leaf(band: geo.Band) -> str:
+        stretches = [f"({x} >= {value(w)} AND {x} <= {value(e)})" for w, e in band.stretches]
+        inside = f"WHEN {' OR '.join(stretches)} THEN {geo.INSIDE} " if stretches else ""
+        south, north = value(band.south + geo.BAND_MARGIN), value(band.north - geo.BAND_MARGIN)
+        return (
+            f"CASE WHEN {y} > {south} AND {y} < {north} THEN CASE {inside}"
+            f"WHEN {x} < {value(band.west)} OR {x} > {value(band.east)} THEN {geo.OUTSIDE} "
+            f"ELSE {geo.UNDECIDED} END ELSE {geo.UNDECIDED} END"
+        )
+
+    def search(low: int, high: int) -> str:
+        if high - low == 1:
+            return leaf(found[low])
+        middle = (low + high) // 2
+        below, above = search(low, middle), search(middle, high)
+        return f"CASE WHEN {y} < {value(found[middle].south)} THEN {below} ELSE {above} END"
+
+    decided = search(0, len(found))
+    sql = (
+        f"(CASE {decided} WHEN {geo.INSIDE} THEN TRUE WHEN {geo.OUTSIDE} THEN FALSE "
+        f"ELSE {test} END)"
+    )
+    return and_(text(sql).bindparams(*binds))
 
 
 def distance(lng: Any, lat: Any, centre: geo.Circle) -> ColumnElement[float]:
@@ -269,10 +311,10 @@ _PG_INSIDE = (
 )
 
 
-def _pg_inside(lng: Any, lat: Any, shape: geo.Polygon) -> ColumnElement[bool]:
+def _pg_inside(x: str, y: str, shape: geo.Polygon) -> tuple[str, list[BindParameter[Any]]]:
     sql = _PG_INSIDE.format(
-        lng=f"{lng.table.name}.{lng.name}",
-        lat=f"{lat.table.name}.{lat.name}",
+        lng=x,
+        lat=y,
         arrays=", ".join(f"CAST(:{name} AS float8[])" for name in _EDGE_VALUES),
         names=", ".join(_EDGE_VALUES),
     )
@@ -280,8 +322,7 @@ def _pg_inside(lng: Any, lat: Any, shape: geo.Polygon) -> ColumnElement[bool]:
         bindparam(name, [getattr(edge, name) for edge in shape.edges], _DOUBLES, unique=True)
         for name in _EDGE_VALUES
     ]
-    inside: ColumnElement[bool] = and_(text(sql).bindparams(*arrays))
-    return inside
+    return sql, arrays
 
 
 def to_condition(

@@ -8,7 +8,10 @@ are written with the unit's, by the unit change writer (units/changes.py).
 
 from __future__ import annotations
 
+import itertools
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -16,9 +19,12 @@ from sqlalchemy import (
     BindParameter,
     Boolean,
     ColumnElement,
+    CompoundSelect,
     Integer,
     ScalarSelect,
+    Select,
     Subquery,
+    Table,
     TextClause,
     Uuid,
     any_,
@@ -27,10 +33,12 @@ from sqlalchemy import (
     cast,
     column,
     func,
+    literal,
     select,
     table,
     text,
     true,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY, TSVECTOR
 
@@ -46,13 +54,15 @@ _SEARCH = table(
     column("ranking", TSVECTOR()),
 )
 Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
+# Relevance is read in tiers for searches of at most this many words (4 ** n combinations).
+MAX_TIERED_TERMS = 3
 
 
 def _matches(words: Words, dialect: str) -> TextClause:
     """The search table's rows whose text has every word, each as a word or a word prefix."""
     if dialect == "postgresql":
         return text("vector @@ CAST(:q AS tsquery)").bindparams(_query(_pg_query(words)))
-    return text("unit_search MATCH :q").bindparams(_query(_fts_query(words)))
+    return text("unit_search MATCH :q").bindparams(_query(f"body : ({_fts_query(words)})"))
 
 
 def _query(value: str) -> BindParameter[str]:
@@ -72,9 +82,9 @@ def _pg_query(words: Words) -> str:
     return " & ".join(_pg_term(term) for term in terms(words))
 
 
-def _fts_term(term: Term) -> str:
+def _fts_term(term: Term, mark: str = "") -> str:
     options = [
-        '"' + lexeme.replace('"', '""') + '"' + ("*" if prefix else "")
+        '"' + (mark + lexeme).replace('"', '""') + '"' + ("*" if prefix else "")
         for lexeme, prefix in term.alternatives
     ]
     return options[0] if len(options) == 1 else "(" + " OR ".join(options) + ")"
@@ -102,9 +112,18 @@ def search_condition(
 
 
 def match(
-    words: Words, dialect: str, ids: ColumnElement[uuid.UUID], first: Words = ()
+    words: Words,
+    dialect: str,
+    ids: ColumnElement[uuid.UUID],
+    first: Words = (),
+    walk: bool = False,
 ) -> ColumnElement[bool]:
     """Whether the unit whose id `ids` holds has every word (true for no words).
+
+    `walk` (SQLite; a search many units match): the matches are read as the index's row ids
+    (words.search_rowid of their units' ids), which it gives without reading its rows, and
+    checked as the units are walked in the page's order; reading a unit id per match costs a
+    read of its row each.
 
     With `first` (few matches, see plan.first_words), PostgreSQL reads the matching ids
     through the index before anything else, then the units by id: its statistics cannot tell
@@ -112,6 +131,11 @@ def match(
     """
     if not words:
         return true()
+    if walk and dialect == "sqlite":
+        rowids: Select[Any] = select(column("rowid")).select_from(_SEARCH)
+        rowids = rowids.where(_matches(words, dialect))
+        walked: ColumnElement[bool] = func.units_search_key(ids).in_(rowids)
+        return walked
     found = select(_SEARCH.c.unit_id).where(*_found(words, dialect, first))
     if first and dialect == "postgresql":
         return ids == any_(func.array(found.scalar_subquery()))
@@ -141,13 +165,183 @@ def newest_matches(
     found = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(
         *_found(words, "postgresql", first)
     )
-    if first:
+    return _in_creation_order(found, descending, limit, offset, sort_found=bool(first))
+
+
+def _in_creation_order(
+    found: Select[Any],
+    descending: bool,
+    limit: int,
+    offset: int,
+    sort_found: bool,
+    name: str = "hits",
+) -> Subquery:
+    """A page of (unit_id, created_at) rows in creation order: walked in the index of
+    creation times, or, `sort_found`, every row found read first and sorted."""
+    if sort_found:
         # Materialised, so the planner cannot turn it into the walk it would prefer.
-        matched = found.cte("matched").prefix_with("MATERIALIZED")
+        matched = found.cte(f"{name}_found").prefix_with("MATERIALIZED")
         found = select(matched.c.unit_id, matched.c.created_at)
     created, unit_id = found.selected_columns.created_at, found.selected_columns.unit_id
     return (
         found.order_by(*((created.desc(), unit_id.desc()) if descending else (created, unit_id)))
+        .limit(limit)
+        .offset(offset)
+        .subquery(name)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """The matches of a search that have one relevance score: `query`, a tsquery on their
+    `ranking`, holds for exactly those."""
+
+    score: int
+    query: str
+
+
+def relevance_tiers(words: Words, dialect: str = "postgresql") -> tuple[Tier, ...]:
+    """A search's matches split by relevance score, best first; none for a search of more
+    than MAX_TIERED_TERMS words.
+
+    Each word is matched as written or not, and in a name or not; every combination of those
+    is a conjunction of ranking words and their negations, and a tier the union of the
+    combinations with its score. PostgreSQL's `query` is a tsquery on `ranking` (whose GIN
+    index, migration 0013, finds a tier's few units); SQLite's a full-text query on the body
+    and the ranking columns together (both indexed, migration 0015). A walk in creation order
+    finds a page of a tier of many.
+    """
+    searched = terms(words)
+    if not searched or len(searched) > MAX_TIERED_TERMS:
+        return ()
+    if dialect == "postgresql":
+        literals = [_pg_lexeme(term.word, False) for term in searched]
+        literals += [_pg_term(term, NAME_MARK) for term in searched]
+    else:
+        literals = ['"' + term.word.replace('"', '""') + '"' for term in searched]
+        literals += [_fts_term(term, NAME_MARK) for term in searched]
+    weights = [WRITTEN_WEIGHT] * len(searched) + [1] * len(searched)
+    combinations: dict[int, list[str]] = {}
+    for held in itertools.product((True, False), repeat=len(literals)):
+        score = sum(weight for weight, has in zip(weights, held, strict=True) if has)
+        present = [literal for literal, has in zip(literals, held, strict=True) if has]
+        absent = [literal for literal, has in zip(literals, held, strict=True) if not has]
+        if dialect == "postgresql":
+            clause = " & ".join([*present, *("!" + literal for literal in absent)])
+        else:
+            clause = _fts_combination(words, present, absent)
+        combinations.setdefault(score, []).append("(" + clause + ")")
+    joiner = " | " if dialect == "postgresql" else " OR "
+    return tuple(
+        Tier(score, joiner.join(clauses))
+        for score, clauses in sorted(combinations.items(), reverse=True)
+    )
+
+
+def _fts_combination(words: Words, present: list[str], absent: list[str]) -> str:
+    """SQLite: the matches (body) with the `present` ranking words and none of the `absent`."""
+    clause = f"body : ({_fts_query(words)})"
+    if present:
+        clause += f" AND ranking : ({' AND '.join(present)})"
+    if absent:
+        clause += f" NOT ranking : ({' OR '.join(absent)})"
+    return clause
+
+
+def _in_tier(words: Words, tier: Tier, walked: bool = False) -> list[TextClause]:
+    """The search table's rows in a tier. `walked`: checked row by row (ts_match_vq, which no
+    index serves), so the planner walks in creation order to the page rather than sorting
+    every match, which its estimate of two independent conditions (a few rows) would choose."""
+    if walked:
+        check = "ts_match_vq({}, CAST(:q AS tsquery))"
+        return [
+            text(check.format("vector")).bindparams(_query(_pg_query(words))),
+            text(check.format("ranking")).bindparams(_query(tier.query)),
+        ]
+    ranked = text("ranking @@ CAST(:q AS tsquery)").bindparams(_query(tier.query))
+    return [_matches(words, "postgresql"), ranked]
+
+
+def count_tiers(
+    words: Words, dialect: str, tiers: Sequence[Tier], version: ScalarSelect[Any]
+) -> Select[Any] | CompoundSelect[Any]:
+    """How many of a search's matches each relevance score has: rows of (`version`, score,
+    count). PostgreSQL scores every match in one pass (one row of (`version`, None, None) for
+    a search without any); SQLite's full-text index counts each tier."""
+    if dialect != "postgresql":
+        return union_all(
+            *(
+                select(
+                    version.label("version"),
+                    literal(tier.score).label("score"),
+                    select(func.count())
+                    .select_from(_SEARCH)
+                    .where(_in_fts_tier(tier))
+                    .scalar_subquery()
+                    .label("n"),
+                )
+                for tier in tiers
+            )
+        )
+    score = _pg_relevance(words).label("score")
+    scored = select(score).where(*_found(words, "postgresql", ())).subquery("scored")
+    counted = (
+        select(scored.c.score, func.count().label("n")).group_by(scored.c.score).subquery("counted")
+    )
+    at = select(version.label("version")).subquery("at")
+    return select(at.c.version, counted.c.score, counted.c.n).select_from(
+        at.outerjoin(counted, true())
+    )
+
+
+def _in_fts_tier(tier: Tier) -> TextClause:
+    return text("unit_search MATCH :q").bindparams(_query(tier.query))
+
+
+def ranked_matches(
+    words: Words,
+    tiers: Sequence[tuple[Tier, bool]],
+    descending: bool,
+    limit: int,
+    offset: int,
+    dialect: str,
+    units: Table,
+) -> Subquery:
+    """A page of a search's matches by relevance, then creation, then id: the (unit_id,
+    created_at, score) of the page, read tier by tier.
+
+    `tiers` are the tiers that may hold matches, each with whether it has few (read through
+    the indexes and sorted) or many (walked in creation order). Each gives at most the rows up
+    to the page's end, so deep pages cost more, within the list's depth limit. PostgreSQL
+    reads the search table alone; SQLite `units` (its search table has no creation time),
+    by id for few, and for many walking them, checked by their search row ids (see match).
+    """
+    branches = []
+    for i, (tier, few) in enumerate(tiers):
+        if dialect != "postgresql":
+            if few:
+                condition = units.c.id.in_(select(_SEARCH.c.unit_id).where(_in_fts_tier(tier)))
+            else:
+                rowids: Select[Any] = select(column("rowid")).select_from(_SEARCH)
+                rowids = rowids.where(_in_fts_tier(tier))
+                condition = func.units_search_key(units.c.id).in_(rowids)
+            found = select(
+                units.c.id.label("unit_id"), units.c.created_at.label("created_at")
+            ).where(condition)
+            hits = _in_creation_order(found, descending, offset + limit, 0, False, f"tier{i}")
+        else:
+            found = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(
+                *_in_tier(words, tier, walked=not few)
+            )
+            hits = _in_creation_order(found, descending, offset + limit, 0, few, f"tier{i}")
+        branches.append(
+            select(hits.c.unit_id, hits.c.created_at, literal(tier.score).label("score"))
+        )
+    ranked = union_all(*branches).subquery("ranked")
+    order = (ranked.c.score, ranked.c.created_at, ranked.c.unit_id)
+    return (
+        select(ranked)
+        .order_by(*(column.desc() if descending else column.asc() for column in order))
         .limit(limit)
         .offset(offset)
         .subquery("hits")

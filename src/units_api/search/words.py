@@ -12,6 +12,7 @@ of the name fields marked with NAME_MARK, which no normalised word contains.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -100,3 +101,14 @@ def sqlite_relevance(ranking: str | None, words_json: str) -> int:
     """`units_relevance(ranking, words)` in SQLite, called once per match: the stored ranking
     words (space-separated) and the search's words as a JSON array (stemmed once)."""
     return _score((ranking or "").split(), _search_terms(words_json))
+
+
+def search_rowid(unit_id: uuid.UUID) -> int:
+    """A unit's row id in SQLite's search and location tables: its id's random last eight
+    bytes, so the row is found without a lookup."""
+    return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
+
+
+def sqlite_search_key(unit_id: str | None) -> int | None:
+    """`units_search_key(id)` in SQLite: `search_rowid` of a stored (hex) unit id."""
+    return None if unit_id is None else search_rowid(uuid.UUID(hex=unit_id))

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy import ColumnElement, ScalarSelect, func, select
+from sqlalchemy import ColumnElement, Executable, ScalarSelect, func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -96,6 +96,39 @@ class CountCache:
         self.saw(version)
         self.put(key if size < cap else (_AT_LEAST, key), version, size)
         return size
+
+    async def sizes(
+        self,
+        conn: AsyncConnection,
+        keys: Mapping[int, Hashable],
+        counting: Callable[[], Executable],
+    ) -> dict[int, int]:
+        """Exact sizes of several questions, by label: `counting` gives rows of (change version,
+        label, size), a label without a row having none; remembered like `size`'s. Requests
+        asking together wait for one count."""
+        found = {label: self.remembered(key) for label, key in keys.items()}
+        group = tuple(keys.values())
+        pending = self._pending.get(group)
+        if None in found.values() and pending is not None:
+            await asyncio.shield(pending)
+            found = {label: self.remembered(key) for label, key in keys.items()}
+        if None not in found.values():
+            return {label: size for label, size in found.items() if size is not None}
+        future: asyncio.Future[tuple[int, int] | None] = asyncio.get_running_loop().create_future()
+        self._pending[group] = future
+        try:
+            rows = (await conn.execute(counting())).all()
+        finally:
+            if self._pending.get(group) is future:
+                del self._pending[group]
+            future.set_result(None)
+        version = int(rows[0][0])
+        counted = {int(label): int(size) for _, label, size in rows if label is not None}
+        self.saw(version)
+        sizes = {label: counted.get(label, 0) for label in keys}
+        for label, key in keys.items():
+            self.put(key, version, sizes[label])
+        return sizes
 
     async def total(
         self,
