@@ -2,65 +2,74 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The service alone (`make run`); the test and lint tools on top of it (`make test`, `make lint`).
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 # The client generator the contract tests run; its own environment, as its pins (typer<0.28)
 # do not fit the service's.
 CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile clean
+.PHONY: install run test lint format bench bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(DEV_STAMP)
 
 $(GENERATOR_STAMP): Makefile
 	$(PYTHON) -m venv $(GENERATOR_VENV)
 	$(GENERATOR_VENV)/bin/pip install --quiet "$(CLIENT_GENERATOR)"
 	touch $(GENERATOR_STAMP)
 
-install: $(STAMP) $(GENERATOR_STAMP)
+install: $(DEV_STAMP) $(GENERATOR_STAMP)
 
 run: $(STAMP)
 	$(BIN)/units-api serve
 
-test: $(STAMP) $(GENERATOR_STAMP)
+test: $(DEV_STAMP) $(GENERATOR_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 
-format: $(STAMP)
+format: $(DEV_STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports
+bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-ops
 
-bench-write: $(STAMP)
+bench-write: $(DEV_STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
 
-bench-find: $(STAMP)
+bench-find: $(DEV_STAMP)
 	$(BIN)/python bench/find.py $(FIND_ARGS)
 
-bench-find-embedded: $(STAMP)
+bench-find-embedded: $(DEV_STAMP)
 	$(BIN)/python bench/find_embedded.py $(FIND_EMBEDDED_ARGS)
 
-bench-lifecycle: $(STAMP)
+bench-lifecycle: $(DEV_STAMP)
 	$(BIN)/python bench/lifecycle.py
 
-bench-events: $(STAMP)
+bench-events: $(DEV_STAMP)
 	$(BIN)/python bench/events.py $(EVENTS_ARGS)
 
-bench-exports: $(STAMP)
+bench-exports: $(DEV_STAMP)
 	$(BIN)/python bench/exports.py $(EXPORTS_ARGS)
 
-bench-hostile: $(STAMP)
+bench-hostile: $(DEV_STAMP)
 	$(BIN)/python bench/hostile.py $(HOSTILE_ARGS)
+
+bench-ops: $(DEV_STAMP)
+	$(BIN)/python bench/ops.py $(OPS_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -44,6 +44,7 @@ from harness import (
     free_port,
     recreate_database,
     run_wrk,
+    server_env,
     start_server,
 )
 from sqlalchemy.engine import make_url
@@ -314,7 +315,7 @@ def deliveries(args: argparse.Namespace, url: str, target: str) -> float:
     asyncio.run(drop_webhooks(url))
     asyncio.run(subscribe(url, f"{target}/hook", ["unit.created"]))
     asyncio.run(seed(url, args.deliveries))
-    env = {**os.environ, "UNITS_API_DATABASE_URL": url, **JOBS_ON}
+    env = {**server_env(), "UNITS_API_DATABASE_URL": url, **JOBS_ON}
     log = (RESULTS / "events-worker.log").open("wb")
     started = time.perf_counter()
     worker = subprocess.Popen(

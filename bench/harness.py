@@ -36,11 +36,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def server_env() -> dict[str, str]:
+    """The environment a benchmark's server or worker starts with: the benchmarks' own settings
+    (UNITS_API_BENCH_*) are theirs, and a server refuses names it does not know."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("UNITS_API_BENCH_")}
+
+
 def start_server(
     url: str, port: int, workers: int, log: Path, extra_env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     env = {
-        **os.environ,
+        **server_env(),
         "UNITS_API_DATABASE_URL": url,
         "UNITS_API_AUTO_MIGRATE": "false",
         **(extra_env or {}),

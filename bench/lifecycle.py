@@ -25,7 +25,8 @@ from harness import RESULTS, free_port, start_server
 
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
-from units_api.db import Database, create_engine, format_time
+from units_api.clock import format_time
+from units_api.db import Database, create_engine
 
 
 def parse_args() -> argparse.Namespace:

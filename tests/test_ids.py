@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from units_api.db import uuid7
+from units_api.ids import uuid7
 
 
 def test_uuid7_ids_increase_and_are_version_7() -> None:

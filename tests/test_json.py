@@ -9,8 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from units_api.db import utcnow, uuid7
+from units_api.clock import utcnow
 from units_api.http.json import dumps, dumps_plain, parse_exact
+from units_api.ids import uuid7
 from units_api.sample_data import fake_unit
 from units_api.units.record import UnitRecord, creation_changes, new_availability, new_publishing
 from units_api.units.validation import validate_unit

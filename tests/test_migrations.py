@@ -11,8 +11,10 @@ from alembic import command
 from sqlalchemy import func, select
 
 from tests.conftest import fresh_postgres
-from units_api.db import Database, create_engine, utcnow, uuid7
+from units_api.clock import utcnow
+from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
+from units_api.ids import uuid7
 from units_api.migrate import alembic_config, head_revision
 from units_api.search.index import search_condition
 from units_api.units.filtering import unit_condition
@@ -88,4 +90,4 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0012"
+    assert head_revision() == "0015"

@@ -1,3 +1,3 @@
-from units_api.cli import app
+from units_api.cli import main
 
-app()
+main()

@@ -12,11 +12,13 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi_offline import FastAPIOffline
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
 
+from units_api import metrics, tracing
 from units_api.auth.access import authenticate
 from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
@@ -76,6 +78,7 @@ ROUTERS = (
     ops_router,
 )
 API_PREFIX = "/api/"
+DOCS_ASSETS = "/docs/assets"
 # The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool.
 DATABASE_UNAVAILABLE = (
     OperationalError,
@@ -186,38 +189,53 @@ def create_context(settings: Settings) -> AppContext:
         counts=CountCache(settings.count_cache_size),
         results=create_result_cache(db, settings.result_cache_bytes, settings.redis_url),
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
-        storage=open_storage(settings.storage_url, settings.files_dir),
+        storage=open_storage(settings.storage_url, settings.files_dir, settings.machine_name),
         jobs_wake=asyncio.Event(),
     )
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    tracing.configure_from_environment()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         context = create_context(settings)
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
+        await context.db.open_replicas(
+            settings.replica_urls, settings.replica_max_lag_seconds, settings.db_pool_size
+        )
+        metrics.init()
         background = start_background(context, listen=settings.run_jobs)
+        pools = asyncio.create_task(metrics.watch_pools(context.db, background.stop))
         settle_collector()
         try:
             yield
         finally:
             await background.close()
+            await pools
+            metrics.process_ended()
+            tracing.flush()
             await context.sender.close()
             await context.limiter.close()
             await context.results.close()
             await context.db.dispose()
 
-    app = FastAPI(
+    # Swagger UI and ReDoc from the files fastapi-offline ships: the pages work offline.
+    app = FastAPIOffline(
         title="Units API",
         lifespan=lifespan,
         redirect_slashes=False,
         default_response_class=JSONResponse,
         docs_url="/docs",
-        redoc_url=None,
+        redoc_url="/redoc",
+        static_url=DOCS_ASSETS,
         openapi_url="/openapi.json",
+        swagger_ui_parameters={"validatorUrl": None},
+        # The service's own spans (tracing.py) cover the direct routes too; FastAPI's would
+        # double them, and its check for them costs every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
     for router in ROUTERS:
         app.include_router(router)
@@ -237,7 +255,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         routes=[route for router in ROUTERS for route in router.routes],
         reject=_reject_query,
     )
-    app.add_middleware(RequestContextMiddleware, log_requests=settings.access_log)
+    app.add_middleware(
+        RequestContextMiddleware,
+        log_requests=settings.access_log,
+        count_requests=settings.request_metrics,
+        routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)],
+    )
+    if tracing.on:  # outside every other layer: a span per request (tracing.py)
+        app.add_middleware(
+            tracing.TracingMiddleware,
+            routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)],
+        )
 
     def openapi() -> dict[str, Any]:
         return build_openapi(app)
@@ -246,7 +274,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def index() -> Response:
-        return JSONResponse({"name": "Units API", "openapi": "/openapi.json", "docs": "/docs"})
+        return JSONResponse(
+            {"name": "Units API", "openapi": "/openapi.json", "docs": "/docs", "redoc": "/redoc"}
+        )
 
     app.state.method_table = _method_table(app)
     return app

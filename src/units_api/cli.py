@@ -6,28 +6,39 @@ import asyncio
 import contextlib
 import re
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import orjson
 import typer
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
 
 from units_api import migrate as migrations
+from units_api import tracing
 from units_api.auth import repository as keys_repository
 from units_api.auth import service as keys_service
 from units_api.auth.schemas import ApiKeyCreate
-from units_api.config import Settings
-from units_api.db import Database, create_engine, utcnow
+from units_api.clock import utcnow
+from units_api.config import SettingError, Settings, load_settings
+from units_api.db import Database, create_engine
 from units_api.errors import ApiError, ValidationFailed
-from units_api.logs import configure_logging
+from units_api.logs import configure_logging, uvicorn_config
+from units_api.metrics import prepare_directory
+from units_api.preflight import DATABASE, check_database, check_listening, check_services
 from units_api.process import settle_collector
+from units_api.replicas import check_replicas
 from units_api.validation import pydantic_errors
 
 app = typer.Typer(
-    help="Units API: the inventory service for real-estate units.", no_args_is_help=True
+    help="Units API: the inventory service for real-estate units.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
 )
 keys_app = typer.Typer(help="Manage API keys.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
@@ -35,6 +46,67 @@ app.add_typer(keys_app, name="keys")
 T = TypeVar("T")
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass
+class _Options:
+    debug: bool = False
+
+
+OPTIONS = _Options()
+
+
+def main() -> None:
+    """The `units-api` command. A bad setting ends it with one line naming the setting and
+    exit code 2 (with `--debug`, after its traceback)."""
+    try:
+        app()
+    except SettingError as exc:
+        if OPTIONS.debug:
+            traceback.print_exc()
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"units-api {metadata.version('units-api')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the traceback of a start-up error.")
+    ] = False,
+) -> None:
+    OPTIONS.debug = debug
+
+
+def _settings(*, services: bool = False) -> Settings:
+    """The environment's settings, checked, and the database (with `services`: Redis, the
+    files directory and the read replicas too) answering; else a SettingError."""
+    settings = load_settings()
+    tracing.check_environment()
+    check_database(settings)
+    if services:
+        check_services(settings)
+        check_replicas(settings)
+    return settings
+
+
+def _migrate(settings: Settings) -> None:
+    try:
+        migrations.upgrade(settings.database_url)
+    except DBAPIError as exc:
+        reason = " ".join(str(exc.orig or exc).split())
+        raise SettingError(DATABASE, f"{DATABASE}: migrations failed: {reason}") from exc
 
 
 def _run(settings: Settings, work: Callable[[Database], Awaitable[T]]) -> T:
@@ -57,8 +129,8 @@ def _fail(message: str) -> typer.Exit:
 @app.command()
 def migrate() -> None:
     """Apply pending database migrations."""
-    settings = Settings()
-    migrations.upgrade(settings.database_url)
+    settings = _settings()
+    _migrate(settings)
     typer.echo(f"database at revision {migrations.head_revision()}")
 
 
@@ -73,18 +145,26 @@ def _bootstrap(settings: Settings) -> None:
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
-    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
-    workers: Annotated[int | None, typer.Option(help="Worker processes.")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port to listen on.")] = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Worker processes.")] = None,
 ) -> None:
     """Serve the API (applies pending migrations first unless UNITS_API_AUTO_MIGRATE=false)."""
     import uvicorn
 
-    settings = Settings()
+    settings = _settings(services=True)
+    check_listening(
+        host or settings.host,
+        port or settings.port,
+        "--host" if host else "UNITS_API_HOST",
+        "--port" if port else "UNITS_API_PORT",
+    )
     configure_logging(settings.log_level)
     if settings.auto_migrate:
-        migrations.upgrade(settings.database_url)
+        _migrate(settings)
     if settings.is_sqlite and settings.bootstrap_admin_key:
         _bootstrap(settings)
+    # Before any process imports prometheus-client: the directory its processes count in.
+    prepare_directory()
     uvicorn.run(
         "units_api.app:create_app",
         factory=True,
@@ -93,14 +173,19 @@ def serve(
         workers=workers or settings.workers,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
         http="httptools",
-        log_config=None,
+        log_config=uvicorn_config(settings.log_level),  # applied in every worker process
         access_log=False,
         server_header=False,
     )
 
 
 @app.command()
-def worker() -> None:
+def worker(
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(min=1, max=65535, help="Serve /metrics, /healthz and /readyz on this port."),
+    ] = None,
+) -> None:
     """Run the background work outside the server: scheduled publications and reservation
     expiry, housekeeping, the event worker (feed numbering, webhook delivery), and jobs
     (exports, imports).
@@ -108,15 +193,22 @@ def worker() -> None:
     Start servers with UNITS_API_RUN_JOBS=false to leave it to workers; several workers may
     run against one PostgreSQL.
     """
+    from units_api import metrics
     from units_api.app import create_context
     from units_api.jobs.runner import start_background
+    from units_api.ops import serve_operations
 
-    settings = Settings()
+    settings = _settings(services=True)
     configure_logging(settings.log_level)
+    tracing.configure_from_environment()
 
     async def main() -> None:
         context = create_context(settings)
+        metrics.init()
         background = start_background(context, listen=True)
+        if metrics_port:
+            served = serve_operations(context, settings.host, metrics_port, background.stop)
+            background.tasks.append(asyncio.create_task(served))
         try:
             await background.wait()
         finally:
@@ -164,8 +256,9 @@ def keys_create(
         async with db.transaction() as conn:
             return await keys_service.create_key(conn, spec)
 
+    settings = _settings()
     try:
-        created = _run(Settings(), work)
+        created = _run(settings, work)
     except ValidationFailed as exc:
         raise _fail("; ".join(f"{e['field']}: {e['message']}" for e in exc.errors)) from None
     typer.echo(created.pop("key"))
@@ -185,7 +278,7 @@ def keys_list() -> None:
                 after = page[-1]["id"]
         return rows
 
-    for record in _run(Settings(), work):
+    for record in _run(_settings(), work):
         typer.echo(orjson.dumps(record).decode())
 
 
@@ -199,8 +292,9 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id.")]) ->
             await keys_service.get_key(conn, parsed)
             await keys_repository.revoke(conn, parsed, utcnow())
 
+    settings = _settings()
     try:
-        _run(Settings(), work)
+        _run(settings, work)
     except Exception as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"revoked {key_id}")
@@ -214,9 +308,9 @@ def seed(
     """Create realistic bilingual units (with history and events)."""
     from units_api.units.seeding import seed_units
 
-    settings = Settings()
+    settings = _settings()
     if settings.auto_migrate:
-        migrations.upgrade(settings.database_url)
+        _migrate(settings)
 
     async def work(db: Database) -> int:
         return await seed_units(db, count, seed)
@@ -285,6 +379,7 @@ def export(
         raise _fail("; ".join(f"{f}: {m}" for f, m in pydantic_errors(exc))) from None
     except ApiError as exc:
         raise _fail(_api_error_text(exc)) from None
+    settings = _settings()
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     target = output or Path(f"units-{stamp}.{file_extension(params.format, params.compression)}")
     partial = target.with_name(target.name + ".part")
@@ -293,7 +388,7 @@ def export(
         tracker = _Bar(bar, f"export {params.format}")
         try:
             rows, size = _run(
-                Settings(), lambda db: write_export(db, params, partial, tracker.progress)
+                settings, lambda db: write_export(db, params, partial, tracker.progress)
             )
         except ExportError as exc:
             partial.unlink(missing_ok=True)
@@ -331,9 +426,9 @@ def import_file(
         raise _fail(f"give --format {' or '.join(FORMATS)} (the file name does not say)")
     if mode not in MODES:
         raise _fail(f"--mode is {' or '.join(MODES)}")
-    settings = Settings()
+    settings = _settings()
     if settings.auto_migrate:
-        migrations.upgrade(settings.database_url)
+        _migrate(settings)
     actor = {"type": "system", "id": None, "name": "units-api import"}
     params = ImportParams(fmt, mode, dry_run, atomic, str(file), None, actor)
     started = datetime.now(UTC)

@@ -1,17 +1,43 @@
-"""Configuration: one Settings object read from `UNITS_API_*` environment variables."""
+"""Configuration: one Settings object read from `UNITS_API_*` environment variables, and
+`load_settings`, which refuses a bad or unknown one in a line that names it."""
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
+import socket
+from collections.abc import Mapping
 from functools import cached_property
 
-from pydantic import Field, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsError as SourceError
+from redis.connection import parse_url as parse_redis_url
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from units_api.http.ratelimit import Rate, parse_rate
 from units_api.search.plan import FEW_MATCHES
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
-VOCABULARY_FIELDS = ("type", "priceBase", "uom", "featureType", "view", "service")
+DATABASE_DRIVERS = (
+    "sqlite",
+    "sqlite+pysqlite",
+    "sqlite+aiosqlite",
+    "postgresql",
+    "postgres",
+    "postgresql+asyncpg",
+    "postgresql+psycopg2",
+)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class Settings(BaseSettings):
@@ -21,15 +47,22 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     auto_migrate: bool = True
     host: str = "127.0.0.1"
-    port: int = 8000
-    workers: int = 1
+    port: int = Field(default=8000, ge=1, le=65535)
+    workers: int = Field(default=1, ge=1)
     log_level: str = "INFO"
     access_log: bool = True
+    # Requests counted and timed in /metrics (the gauges read from the database stay).
+    request_metrics: bool = True
+    # When set, GET /metrics needs `Authorization: Bearer <this value>`.
+    metrics_key: SecretStr | None = None
     rate_limit: str = "6000/minute"
     auth_cache_seconds: float = Field(default=2.0, ge=0)
     db_pool_size: int = Field(default=20, ge=1)
     db_fast_pool_size: int = Field(default=20, ge=0)
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
+    # A comma list of PostgreSQL streaming replicas for lists, searches, queries and exports.
+    database_replica_urls: str = ""
+    replica_max_lag_seconds: float = Field(default=5.0, gt=0)
     count_cache_size: int = Field(default=4096, ge=0)
     count_budget_ms: int = Field(default=2000, ge=0)
     result_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
@@ -52,6 +85,8 @@ class Settings(BaseSettings):
     job_poll_seconds: float = Field(default=1.0, gt=0)
     files_dir: str = "./data/files"
     storage_url: str | None = None
+    # Recorded with each file kept in files_dir, so another machine can say which holds it.
+    machine_name: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
     export_ttl_hours: float = Field(default=168.0, gt=0)
     max_import_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_import_expanded_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1024)
@@ -67,9 +102,41 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_scheme(cls, value: str) -> str:
-        if not value.startswith(("sqlite", "postgresql", "postgres")):
-            raise ValueError("UNITS_API_DATABASE_URL must be a sqlite:// or postgresql:// URL")
+        database_url(value)
         return value
+
+    @field_validator("database_replica_urls")
+    @classmethod
+    def _replica_urls(cls, value: str, info: ValidationInfo) -> str:
+        urls = split_urls(value)
+        primary = str(info.data.get("database_url", ""))
+        if urls and not primary.startswith("postgres"):
+            raise ValueError("read replicas need a PostgreSQL UNITS_API_DATABASE_URL")
+        for number, url in enumerate(urls, 1):
+            if database_url(url).get_backend_name() != "postgresql":
+                raise ValueError(f"replica {number} must be a postgresql:// URL")
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value:
+            parse_redis_url(value)  # type: ignore[no-untyped-call]
+        return value
+
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        if value and not re.match(r"^s3a?://[^/]+", value):
+            raise ValueError("must be an s3://bucket or s3://bucket/prefix URL")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.upper() not in LOG_LEVELS:
+            raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
+        return value.upper()
 
     @field_validator("rate_limit")
     @classmethod
@@ -103,9 +170,106 @@ class Settings(BaseSettings):
         return tuple(name.strip() for name in self.publish_requires.split(",") if name.strip())
 
     @property
+    def replica_urls(self) -> tuple[str, ...]:
+        return split_urls(self.database_replica_urls)
+
+    @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
 
 # The defaults alone, without the environment: what the documentation states.
 DEFAULTS = Settings.model_construct()
+
+PREFIX = "UNITS_API_"
+# Names test suites give their own runs (CONTRACT 14); a server never reads them.
+FOREIGN_PREFIXES = ("UNITS_API_TEST_",)
+
+
+class SettingError(Exception):
+    """A setting that stops start-up: the message is one line that names it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def database_url(value: str) -> URL:
+    """`UNITS_API_DATABASE_URL` parsed; ValueError when it is not a SQLite or PostgreSQL URL."""
+    try:
+        parsed = make_url(value)
+    except (ArgumentError, ValueError):
+        raise ValueError(
+            "must be a URL such as sqlite:///path.db or postgresql://user@host:5432/db"
+        ) from None
+    if parsed.drivername not in DATABASE_DRIVERS:
+        raise ValueError("must be a sqlite:/// or postgresql:// URL")
+    return parsed
+
+
+def split_urls(value: str) -> tuple[str, ...]:
+    return tuple(url.strip() for url in value.split(",") if url.strip())
+
+
+def setting_names() -> dict[str, str]:
+    """Every environment name a setting is read from, with its field."""
+    names: dict[str, str] = {}
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, str):
+            names[alias.upper()] = field
+        elif isinstance(alias, AliasChoices):
+            names |= {c.upper(): field for c in alias.choices if isinstance(c, str)}
+        else:
+            names[f"{PREFIX}{field}".upper()] = field
+    return names
+
+
+def check_names(environ: Mapping[str, str]) -> None:
+    """Refuse a `UNITS_API_*` name that no setting reads, suggesting the closest one."""
+    known = setting_names()
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper.startswith(FOREIGN_PREFIXES) or upper in known:
+            continue
+        suffixes = {known_name.removeprefix(PREFIX): known_name for known_name in known}
+        close = difflib.get_close_matches(upper.removeprefix(PREFIX), suffixes, n=1)
+        hint = f"did you mean {suffixes[close[0]]}?" if close else "the README lists them"
+        raise SettingError(name, f"{name} is not a setting; {hint}")
+
+
+def load_settings() -> Settings:
+    """The settings of the environment, every one checked; a bad one raises SettingError."""
+    check_names(os.environ)
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise _validation_error(exc) from exc
+    except SourceError as exc:
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"{PREFIX}{field.group(1)}".upper() if field else "UNITS_API_*"
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise SettingError(name, f"{name}: cannot be read{cause}") from exc
+
+
+def _validation_error(exc: ValidationError) -> SettingError:
+    first = exc.errors(include_url=False)[0]
+    field = str(first["loc"][0]) if first["loc"] else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    message = message[:1].lower() + message[1:]
+    name = f"{PREFIX}{field}".upper()
+    if "input" in first and not isinstance(first["input"], dict):
+        message += f" (got {shown(field, str(first['input']))})"
+    return SettingError(name, f"{name}: {message}")
+
+
+_CREDENTIALS = re.compile(r"(?<=://)[^@,\s]*@")
+
+
+def shown(field: str, value: str) -> str:
+    """A setting's value as a message may show it: a URL without its credentials, a key or
+    secret not at all."""
+    if any(word in field for word in ("key", "secret", "password", "token")):
+        return "(hidden)"
+    text = _CREDENTIALS.sub("***@", value) if "url" in field else value
+    return repr(text if len(text) <= 200 else text[:200] + "...")

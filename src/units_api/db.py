@@ -1,20 +1,18 @@
 """Database plumbing: metadata, portable column types, engines and transactions.
 
 Dialect differences live here (types, pragmas, transaction start) so the repositories stay
-portable between SQLite and PostgreSQL.
+portable between SQLite and PostgreSQL. Reads that may be a little behind go to PostgreSQL
+read replicas through `Database.run_on_replica` (which replica is in use: `replicas.py`).
 """
 
 from __future__ import annotations
 
-import os
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
@@ -24,8 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from units_api import metrics, tracing
 from units_api.filters.geo import sqlite_distance, sqlite_inside
-from units_api.search.words import sqlite_relevance
+from units_api.search.words import sqlite_relevance, sqlite_search_key
+
+if TYPE_CHECKING:  # replicas.py reads the settings, which import this module
+    from units_api.replicas import ReplicaSet
+
+T = TypeVar("T")
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -73,93 +77,6 @@ class Number(TypeDecorator[Decimal]):
         return float(value) if dialect.name == "sqlite" else Decimal(value)
 
 
-def utcnow() -> datetime:
-    """Now, truncated to the millisecond the API shows."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
-
-
-def format_time(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    # "YYYY-MM-DDTHH:MM:SS.mmm" of "...+00:00"
-    return value.astimezone(UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """An RFC 3339 time (`Z` or an offset) as a UTC datetime; ValueError if it is not one."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError("must be an RFC 3339 date-time") from None
-    if parsed.tzinfo is None:
-        raise ValueError("must carry a time zone (e.g. Z)")
-    return parsed.astimezone(UTC)
-
-
-def parse_future_time(value: str) -> datetime:
-    """An RFC 3339 time that is still to come; ValueError saying what is wrong otherwise."""
-    parsed = parse_time(value)
-    assert parsed is not None
-    if parsed <= datetime.now(UTC):
-        raise ValueError("must be in the future")
-    return parsed
-
-
-_last_uuid7 = 0
-_RANDOM_BLOCK = 4096  # bytes read from the system at a time: 256 UUIDs' random bits
-_random = b""
-_random_at = 0
-
-
-def _forget_random() -> None:
-    """A forked process reads its own random bits (never its parent's)."""
-    global _random, _random_at
-    _random, _random_at = b"", 0
-
-
-os.register_at_fork(after_in_child=_forget_random)
-
-
-def _random_int() -> int:
-    """128 random bits, from a block read from the system's CSPRNG (one call per 256 UUIDs:
-    a call each cost a write path 7 % of its time, measured in an import)."""
-    global _random, _random_at
-    if _random_at >= len(_random):
-        _random, _random_at = os.urandom(_RANDOM_BLOCK), 0
-    start = _random_at
-    _random_at += 16
-    return int.from_bytes(_random[start : start + 16], "big")
-
-
-def uuid7() -> uuid.UUID:
-    """A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then random bits; increasing within a
-    process (within one millisecond the previous value plus one, RFC 9562 section 6.2)."""
-    global _last_uuid7
-    millis = time.time_ns() // 1_000_000
-    rand = _random_int()
-    value = (millis & (2**48 - 1)) << 80
-    value |= 0x7 << 76
-    value |= (rand >> 68 & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & (2**62 - 1)
-    if value <= _last_uuid7 and _last_uuid7 >> 80 == value >> 80:
-        value = _next_in_millisecond(_last_uuid7)
-    _last_uuid7 = value
-    return uuid.UUID(int=value)
-
-
-def _next_in_millisecond(previous: int) -> int:
-    """The next UUIDv7 after `previous`: its 74 random bits (12 + 62) counted up by one."""
-    rand_a = previous >> 64 & 0xFFF
-    rand_b = previous & (2**62 - 1)
-    counter = (rand_a << 62 | rand_b) + 1
-    rand_a, rand_b = counter >> 62 & 0xFFF, counter & (2**62 - 1)
-    return (previous >> 80) << 80 | 0x7 << 76 | rand_a << 64 | 0b10 << 62 | rand_b
-
-
 def async_url(url: str) -> URL:
     parsed = make_url(url)
     if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
@@ -174,6 +91,7 @@ SQLITE_FUNCTIONS: tuple[tuple[str, int, Callable[..., Any]], ...] = (
     ("units_relevance", 2, sqlite_relevance),
     ("units_distance", 5, sqlite_distance),
     ("units_inside", 3, sqlite_inside),
+    ("units_search_key", 1, sqlite_search_key),
 )
 
 
@@ -215,21 +133,35 @@ def server_settings(parallel_workers: int) -> dict[str, str]:
     }
 
 
-def create_engine(url: str, pool_size: int = 10, parallel_workers: int = 0) -> AsyncEngine:
+def create_engine(
+    url: str, pool_size: int = 10, parallel_workers: int = 0, connect_timeout: float = 60.0
+) -> AsyncEngine:
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(parsed, pool_size=pool_size, max_overflow=pool_size)
         _tune_sqlite(engine)
-        return engine
-    # A fixed pool: overflow connections would be opened and closed under load.
+    else:
+        # A fixed pool: overflow connections would be opened and closed under load.
+        engine = _create_postgres_engine(parsed, pool_size, parallel_workers, connect_timeout)
+    if tracing.on:
+        tracing.instrument_engine(engine)
+    return engine
+
+
+def _create_postgres_engine(
+    parsed: URL, pool_size: int, parallel_workers: int, connect_timeout: float
+) -> AsyncEngine:
     return create_async_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=0,
         pool_timeout=30,
-        connect_args={"server_settings": server_settings(parallel_workers)},
+        connect_args={
+            "server_settings": server_settings(parallel_workers),
+            "timeout": connect_timeout,
+        },
     )
 
 
@@ -308,6 +240,7 @@ class Database:
         self.parallel_workers = parallel_workers
         self.dialect = engine.dialect.name
         self.fast_pool: asyncpg.Pool | None = None
+        self.replicas: ReplicaSet | None = None
         self.on_events: list[Callable[[], None]] = []
 
     def _asyncpg_dsn(self) -> str:
@@ -326,28 +259,95 @@ class Database:
             max_size=size,
             server_settings=server_settings(self.parallel_workers),
             reset=_reset_session,
+            init=tracing.init_driver_connection if tracing.on else None,
         )
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
-        async with self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
+        async with _read_connection(self.engine) as conn:
             yield conn
 
+    async def open_replicas(
+        self, urls: Sequence[str], max_lag: float, pool_size: int = 10, watch: bool = True
+    ) -> None:
+        """Let the reads that may be up to `max_lag` seconds behind (`run_on_replica`,
+        `snapshot(replica=True)`) go to these PostgreSQL streaming replicas. They are checked
+        now, then (`watch`) every second in the background. Raises SettingError for a URL
+        that cannot serve as one (`replicas.refuse_unusable`)."""
+        from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable
+
+        if not urls or self.replicas is not None:
+            return
+        if self.dialect != "postgresql":
+            raise ValueError("read replicas need a PostgreSQL primary")
+        await refuse_unusable(self._asyncpg_dsn(), urls)
+        replicas = [
+            Replica(
+                f"replica-{number}",
+                url,
+                create_engine(url, pool_size, self.parallel_workers, CHECK_TIMEOUT),
+            )
+            for number, url in enumerate(urls, 1)
+        ]
+        self.replicas = ReplicaSet(self._asyncpg_dsn(), replicas, max_lag)
+        await self.replicas.check()
+        if watch:
+            self.replicas.watch()
+
+    async def run_on_replica(
+        self,
+        work: Callable[[AsyncConnection], Awaitable[T]],
+        primary: AsyncConnection | None = None,
+    ) -> T:
+        """Run a read that may see the data up to UNITS_API_REPLICA_MAX_LAG_SECONDS behind on
+        a replica in use (in turn), else on the primary (`primary` when the caller holds a
+        connection to it, else `read()`). A read that fails on a replica because it could not
+        be reached runs again on the primary: a read is safe to run twice."""
+        replicas = self.replicas
+        replica = replicas.pick() if replicas is not None else None
+        if replicas is not None and replica is not None:
+            try:
+                async with _read_connection(replica.engine) as conn:
+                    result = await work(conn)
+            except Exception as error:
+                if not replicas.failed(replica, error):
+                    raise
+            else:
+                metrics.count_read(replica.name)
+                return result
+        if primary is not None:
+            result = await work(primary)
+        else:
+            async with self.read() as conn:
+                result = await work(conn)
+        metrics.count_read("primary")
+        return result
+
     @asynccontextmanager
-    async def snapshot(self) -> AsyncIterator[AsyncConnection]:
+    async def snapshot(self, replica: bool = False) -> AsyncIterator[AsyncConnection]:
         """A read-only transaction in which every statement sees the same committed data:
         REPEATABLE READ on PostgreSQL; on SQLite (WAL) one read transaction, whose snapshot is
-        taken by its first read."""
-        async with self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                await conn.execution_options(
-                    isolation_level="REPEATABLE READ", postgresql_readonly=True
-                )
-            async with conn.begin():
-                yield conn
+        taken by its first read. With `replica`, on a replica in use when there is one (the
+        data up to UNITS_API_REPLICA_MAX_LAG_SECONDS behind), else on the primary; a replica
+        found out of reach when the transaction opens is passed over for the primary."""
+        replicas = self.replicas if replica else None
+        chosen = replicas.pick() if replicas is not None else None
+        async with AsyncExitStack() as stack:
+            conn: AsyncConnection | None = None
+            if replicas is not None and chosen is not None:
+                try:
+                    conn = await stack.enter_async_context(_snapshot(chosen.engine, True))
+                except Exception as error:
+                    if not replicas.failed(chosen, error):
+                        raise
+                else:
+                    metrics.count_read(chosen.name)
+            if conn is None:
+                conn = await stack.enter_async_context(_snapshot(self.engine, False))
+                if replica:
+                    metrics.count_read("primary")
+            yield conn
 
     @asynccontextmanager
     async def transaction(self, lone: bool = False) -> AsyncIterator[AsyncConnection]:
@@ -398,6 +398,34 @@ class Database:
                 listener()
 
     async def dispose(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
+            self.replicas = None
         if self.fast_pool is not None:
             await self.fast_pool.close()
         await self.engine.dispose()
+
+
+@asynccontextmanager
+async def _read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """`Database.read`'s connection on `engine` (the primary's or a replica's)."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+        yield conn
+
+
+@asynccontextmanager
+async def _snapshot(engine: AsyncEngine, probe: bool) -> AsyncIterator[AsyncConnection]:
+    """`Database.snapshot`'s transaction on `engine` (the primary's or a replica's); with
+    `probe`, a first statement runs before it is handed out, so a database out of reach is
+    found while another can still be used."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.execution_options(
+                isolation_level="REPEATABLE READ", postgresql_readonly=True
+            )
+        async with conn.begin():
+            if probe:
+                await conn.exec_driver_sql("SELECT 1")
+            yield conn

@@ -171,6 +171,26 @@ class ServiceUnavailable(ApiError):
     status, code, title = 503, "unavailable", "Service unavailable"
 
 
+class FileOnAnotherMachine(ServiceUnavailable):
+    """A file kept on one machine's disk, asked of another (several machines sharing a
+    database but not a file store)."""
+
+    code, title = "file-on-another-machine", "The file is kept on another machine"
+
+    def __init__(self, what: str, machine: str, this_machine: str) -> None:
+        where = (
+            f"in another files directory of machine '{machine}'"
+            if machine == this_machine
+            else f"on machine '{machine}', and this is '{this_machine}'"
+        )
+        super().__init__(
+            f"{what} is kept {where}: a machine serves only the files on its own disk. "
+            "Machines that share a database need a file store they share too: set "
+            "UNITS_API_STORAGE_URL (s3://bucket/prefix) on every one.",
+            extra={"machine": machine, "thisMachine": this_machine},
+        )
+
+
 # Texts about errors (a job's `error`, a row error's `message`, a delivery's `lastError`, and
 # the same in job events, webhook bodies and logs) are at most this many characters.
 MAX_ERROR_TEXT = 1000

@@ -12,6 +12,8 @@ from pydantic.json_schema import models_json_schema
 from units_api import __version__
 from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
+from units_api.clock import duration_text
+from units_api.config import Settings
 from units_api.events.schemas import Event, EventPage
 from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.exports.schemas import ExportCreate
@@ -47,6 +49,8 @@ from units_api.webhooks.schemas import (
     WebhookPatch,
     WebhookRead,
 )
+from units_api.webhooks.service import ROTATION_GRACE
+from units_api.webhooks.worker import RETRY_DELAYS
 
 _SEARCHED = ", ".join(f"`{name}`" for name in SEARCH_FIELDS[:-1]) + f" or `{SEARCH_FIELDS[-1]}`"
 DESCRIPTION = f"""\
@@ -252,11 +256,18 @@ def _require_keys(paths: dict[str, Any]) -> None:
                 operation["security"] = [{"ApiKey": []}]
 
 
+# A receiver's time to answer (by default) and the waits before each retry, as text.
+_SEND_TIMEOUT = duration_text(
+    float(Settings.model_fields["webhook_timeout_seconds"].default), short=True
+)
+_RETRY_SCHEDULE = ", ".join(duration_text(delay, short=True) for delay in RETRY_DELAYS[:-1])
+_RETRY_SCHEDULE += f" and {duration_text(RETRY_DELAYS[-1], short=True)}"
+
 _DELIVERY_HEADERS = {
     "webhook-id": "The event's id: the same on every attempt (deduplicate on it).",
     "webhook-timestamp": "Unix seconds of this attempt.",
     "webhook-signature": "`v1,<base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, "
-    "for 24 hours after a secret rotation.",
+    f"for {duration_text(ROTATION_GRACE.total_seconds())} after a secret rotation.",
 }
 _EVENT_DATA = {
     "unit.created": "`data.unit`: the unit as created.",
@@ -279,9 +290,9 @@ def _webhooks() -> dict[str, Any]:
         entries[name] = {
             "post": {
                 "summary": f"`{name}`",
-                "description": f"{data} Signed per Standard Webhooks; a 2xx within 15 s is "
-                "success, anything else is retried after about 5 s, 5 min, 30 min, 2 h, 5 h "
-                "and 10 h; a 410 disables the webhook.",
+                "description": f"{data} Signed per Standard Webhooks; a 2xx within "
+                f"{_SEND_TIMEOUT} is success, anything else is retried after about "
+                f"{_RETRY_SCHEDULE}; a 410 disables the webhook.",
                 "parameters": [
                     {
                         "name": header,

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import hmac
+from asyncio import Event, create_task
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse, Response
 
 from units_api import __version__
-from units_api.context import app_context
-from units_api.errors import ServiceUnavailable
+from units_api.context import AppContext, app_context
+from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, ServiceUnavailable, Unauthorized
 from units_api.http.docs import ref
-from units_api.http.json import JSONResponse
-from units_api.metrics import render_metrics
+from units_api.http.json import JSONResponse, dumps
+from units_api.metrics import CONTENT_TYPE, scrape
 from units_api.migrate import current_revision, head_revision
 
 router = APIRouter(tags=["operations"])
@@ -68,13 +70,70 @@ async def readyz(request: Request) -> Response:
     "/metrics",
     operation_id="getMetrics",
     summary="Prometheus metrics",
+    description=(
+        "The server's series in the Prometheus text format, summed over all its processes. "
+        "Open without a key unless `UNITS_API_METRICS_KEY` is set; then it takes "
+        "`Authorization: Bearer <that value>`."
+    ),
     response_class=PlainTextResponse,
     responses={
         200: {
             "description": "Prometheus text format",
             "content": {"text/plain": {"schema": {"type": "string"}}},
-        }
+        },
+        401: {
+            "description": "UNITS_API_METRICS_KEY is set and was not given",
+            "content": {"application/problem+json": {"schema": ref("Problem")}},
+        },
     },
 )
-async def metrics() -> Response:
-    return PlainTextResponse(render_metrics(), media_type="text/plain; version=0.0.4")
+async def metrics(request: Request) -> Response:
+    context = app_context(request)
+    key = context.settings.metrics_key
+    if key is not None:
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, f"Bearer {key.get_secret_value()}".encode()):
+            raise Unauthorized("GET /metrics takes the metrics key: Authorization: Bearer <key>.")
+    return Response(await scrape(context.db), media_type=CONTENT_TYPE)
+
+
+def operations_app(context: AppContext) -> FastAPI:
+    """`/healthz`, `/readyz` and `/metrics` alone, for a process that serves no API
+    (`units-api worker --metrics-port`)."""
+
+    async def problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        body = dumps(exc.problem(request.url.path, None))
+        return Response(body, exc.status, exc.headers, media_type=PROBLEM_CONTENT_TYPE)
+
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.include_router(router)
+    app.add_exception_handler(ApiError, problem)
+    app.state.context = context
+    return app
+
+
+async def serve_operations(context: AppContext, host: str, port: int, stop: Event) -> None:
+    """Serve `operations_app` on `host`:`port` until `stop`."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        operations_app(context),
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+    )
+    server = uvicorn.Server(config)
+
+    async def stop_when_asked() -> None:
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = create_task(stop_when_asked())
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import READY_UNIT, Api, start_api
+from units_api.clock import utcnow
 from units_api.config import Settings
-from units_api.db import utcnow
 from units_api.events.service import prune
 from units_api.events.tables import events
 from units_api.migrate import upgrade

@@ -21,8 +21,8 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import Api, start_api
+from units_api.clock import format_time, utcnow
 from units_api.config import Settings
-from units_api.db import format_time, utcnow
 from units_api.exports.formats import (
     DOCUMENT_ORDER,
     STATUS_COLUMNS,

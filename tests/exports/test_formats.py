@@ -24,7 +24,7 @@ from units_api.exports.formats import (
     open_writer,
     split_document,
 )
-from units_api.exports.service import WRITEBACK_BYTES, _Writeback
+from units_api.process import WRITEBACK_BYTES, Writeback
 from units_api.sample_data import fake_unit
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.schemas import UnitFields
@@ -138,7 +138,7 @@ def test_an_export_file_is_written_back_as_it_grows(
     real = os.fdatasync
     monkeypatch.setattr(os, "fdatasync", lambda fd: (synced.append(fd), real(fd)))
     path = tmp_path / "export.jsonl"
-    writeback = _Writeback(path)
+    writeback = Writeback(path)
     writeback.step()  # no file yet
     chunk = b"x" * (WRITEBACK_BYTES // 2 + 1)
     with path.open("wb") as file:

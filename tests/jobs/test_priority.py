@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from units_api.jobs.work import JOB_NICENESS, restore_cpu, yield_cpu
+from units_api.process import JOB_NICENESS, restore_cpu, yield_cpu
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "sched_getscheduler") or os.geteuid() != 0,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import update
 
 from tests.conftest import Api
-from units_api.db import utcnow
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.jobs import queue
 from units_api.jobs.tables import jobs
 
@@ -31,6 +33,20 @@ async def expire_lease(api: Api, job_id: uuid.UUID) -> None:
         )
 
 
+async def succeed(db: Database, job: queue.Claim, **values: Any) -> None:
+    """End a claimed job as succeeded, fenced on its lease (as a job's end writes it)."""
+    async with db.transaction() as conn:
+        await queue.record(
+            conn,
+            job,
+            status=queue.SUCCEEDED,
+            lease_owner=None,
+            lease_until=None,
+            finished_at=utcnow(),
+            **values,
+        )
+
+
 async def test_concurrent_claimers_take_each_job_once(api: Api) -> None:
     kind = a_kind()
     db = api.context.db
@@ -41,7 +57,7 @@ async def test_concurrent_claimers_take_each_job_once(api: Api) -> None:
         taken = []
         while (job := await queue.claim(db, name, LEASE, (kind,))) is not None:
             taken.append(job.id)
-            await queue.finish(db, job, queue.SUCCEEDED)
+            await succeed(db, job)
         return taken
 
     first, second = await asyncio.gather(claimer("a"), claimer("b"))
@@ -72,9 +88,9 @@ async def test_a_job_whose_lease_ran_out_is_taken_over_and_the_first_worker_is_f
     with pytest.raises(queue.LeaseLost):
         await queue.heartbeat(db, first, LEASE, progress=0.9)
     with pytest.raises(queue.LeaseLost):
-        await queue.finish(db, first, queue.SUCCEEDED)
+        await succeed(db, first)
     await queue.heartbeat(db, second, LEASE, progress=0.7)
-    await queue.finish(db, second, queue.SUCCEEDED, row_count=42)
+    await succeed(db, second, row_count=42)
     async with db.read() as conn:
         row = await queue.get(conn, job_id)
     assert row is not None

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 
 from tests.conftest import Api
-from units_api.db import format_time
+from units_api.clock import format_time
 from units_api.events.tables import events
 from units_api.units.seeding import seed_units
 from units_api.units.tables import unit_history

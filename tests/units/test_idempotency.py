@@ -9,7 +9,7 @@ import orjson
 from sqlalchemy import func, select
 
 from tests.conftest import Api, unit_body
-from units_api.db import utcnow
+from units_api.clock import utcnow
 from units_api.http.idempotency import request_fingerprint
 from units_api.http.tables import idempotency_keys
 from units_api.units.tables import units

@@ -7,7 +7,7 @@ from fastapi import Request
 from units_api.auth.service import Principal
 from units_api.context import AppContext
 from units_api.errors import RateLimited
-from units_api.http.middleware import add_response_header
+from units_api.http.middleware import add_response_header, note_key
 
 SECURITY_SCHEME = {
     "ApiKey": {
@@ -38,6 +38,7 @@ async def authenticate(request: Request) -> Principal:
     """Authenticate the bearer key and count it against its rate limit."""
     context: AppContext = request.app.state.context
     principal = await context.authenticator.authenticate(request.headers.get("authorization"))
+    note_key(request.scope, str(principal.key_id))
     await _rate_limit(request, context, principal)
     return principal
 

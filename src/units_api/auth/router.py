@@ -13,8 +13,8 @@ from units_api.auth.access import authorize
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import ADMIN
 from units_api.auth.service import render_key
+from units_api.clock import utcnow
 from units_api.context import app_context
-from units_api.db import utcnow
 from units_api.http import docs
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, success

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from units_api.auth.scopes import ALL_SCOPES
-from units_api.db import parse_future_time
+from units_api.clock import parse_future_time
 from units_api.http.ratelimit import parse_rate
 
 Scope = Literal[

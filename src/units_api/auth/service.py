@@ -16,7 +16,8 @@ from units_api.auth import repository
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.scopes import grants
 from units_api.auth.secrets import hash_secret, new_secret, same_hash, visible_prefix
-from units_api.db import Database, format_time, parse_time, utcnow, uuid7
+from units_api.clock import format_time, parse_time, utcnow
+from units_api.db import Database
 from units_api.errors import (
     Forbidden,
     InvalidParameter,
@@ -29,6 +30,7 @@ from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.paging import UUID, Keyset
 from units_api.http.ratelimit import Rate, parse_rate
+from units_api.ids import uuid7
 from units_api.units.filtering import UNIT_CATALOGUE
 
 LAST_USED_RESOLUTION = timedelta(seconds=60)

@@ -11,10 +11,13 @@ from typing import Any
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import EVENTS_WRITTEN, utcnow, uuid7
+from units_api import tracing
+from units_api.clock import utcnow
+from units_api.db import EVENTS_WRITTEN
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
 from units_api.events.types import JOB_EVENT_TYPES
+from units_api.ids import uuid7
 
 
 async def record_job_event(
@@ -32,6 +35,8 @@ async def record_job_event(
         "actor": orjson.dumps(actor).decode(),
         "data": data.decode(),
     }
+    if tracing.on:
+        values["trace_context"] = tracing.traceparent()
     if conn.dialect.name == "sqlite":
         values["pos"] = await take_positions(conn, 1)
     await conn.execute(events.insert().values(**values))

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from units_api.db import format_time
+from units_api.clock import format_time
 
 
 def render_event(row: Any) -> bytes:

@@ -112,3 +112,12 @@ async def rendered_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, 
         driver = await driver_connection(conn)
         return {pos: text.encode() for pos, text in await driver.fetch(_RENDERED_AT, where)}
     return {row.pos: render_event(row) for row in await at(conn, where)}
+
+
+async def trace_contexts_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, str]:
+    """The trace contexts kept with the events at these positions (`tracing.py`), by
+    position; events written with tracing off have none."""
+    query = select(events.c.pos, events.c.trace_context).where(
+        events.c.pos.in_(where), events.c.trace_context.is_not(None)
+    )
+    return {int(pos): str(found) for pos, found in await conn.execute(query)}

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy.engine import Row
 
-from units_api.db import Database, utcnow
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.errors import CursorExpired, InvalidParameter
 from units_api.events import repository
 from units_api.events.render import render_event

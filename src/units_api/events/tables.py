@@ -23,6 +23,9 @@ events = Table(
     # The event's place in the feed: NULL until its transaction has committed and the
     # sequencer has numbered it (SQLite numbers in the writer's own transaction).
     Column("pos", BigInteger),
+    # The W3C traceparent of the request or job that wrote the event, when traces are on
+    # (`tracing.py`): a webhook delivery's span links to it.
+    Column("trace_context", Text),
     Index("uq_events_pos", "pos", unique=True),
     Index(
         "ix_events_pending",

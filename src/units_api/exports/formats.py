@@ -16,11 +16,9 @@ stored as (`split_document`), never through floats.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import gzip
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from units_api.filters.fields import Kind
+from units_api.process import release_freed_memory
 from units_api.units.filtering import UNIT_CATALOGUE
 from units_api.units.schemas import EDITABLE_FIELDS
 
@@ -87,6 +86,8 @@ def _kind(name: str) -> ColumnKind:
 # Read-only columns csv and xlsx add after the record's fields, so a spreadsheet can filter on
 # them: each the `status` of the document field named. Imports accept and drop them.
 STATUS_COLUMNS = {"publishingStatus": "publishing", "availabilityStatus": "availability"}
+# Parquet's column type of exact numbers (money): decimal128(precision, scale).
+PARQUET_DECIMAL = (38, 20)
 # Every column a file may have: the document's fields, then the read-only ones.
 COLUMN_KINDS: dict[str, ColumnKind] = {name: _kind(name) for name in DOCUMENT_ORDER} | {
     name: "text" for name in STATUS_COLUMNS
@@ -171,25 +172,6 @@ def _arrow() -> Any:
     if pa.default_memory_pool().backend_name != "system":
         pa.set_memory_pool(pa.system_memory_pool())
     return pa
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, where there is one."""
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-def _release_freed_memory() -> None:
-    """Give the system back the heap pages freed since the last call. Freed small objects
-    (a row group's split documents, Arrow's buffers) leave free pages among live ones that
-    glibc keeps; returned after each parquet row group, the job's RSS stays about 25 MB lower
-    for ~0.7 ms a row group (measured)."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 class Writer(Protocol):
@@ -394,7 +376,7 @@ class ParquetWriter:
         kinds = {
             "text": pa.string(),
             "uuid": pa.string(),
-            "number": pa.decimal128(38, 20),
+            "number": pa.decimal128(*PARQUET_DECIMAL),
             "integer": pa.int64(),
             "boolean": pa.bool_(),
             "time": pa.timestamp("us", tz="UTC"),
@@ -445,7 +427,7 @@ class ParquetWriter:
             self._pending, self._rows = [], 0
             self._writer.write_table(group, row_group_size=len(group))
             del group
-            _release_freed_memory()
+            release_freed_memory()
 
     def close(self) -> None:
         self._flush()

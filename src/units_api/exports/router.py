@@ -13,20 +13,27 @@ from units_api.auth.scopes import ADMIN, UNITS_EXPORT
 from units_api.auth.service import Principal
 from units_api.config import DEFAULTS
 from units_api.context import app_context
-from units_api.errors import Gone
+from units_api.errors import FileOnAnotherMachine, Gone
 from units_api.exports import service
-from units_api.exports.formats import GZIP_MEDIA_TYPE, MEDIA_TYPES
+from units_api.exports.formats import (
+    GZIP_MEDIA_TYPE,
+    MEDIA_TYPES,
+    PARQUET_DECIMAL,
+    STATUS_COLUMNS,
+)
 from units_api.exports.schemas import ExportCreate
 from units_api.http import docs
 from units_api.http.body import read_json
-from units_api.http.docs import json_body, problems, success
+from units_api.http.docs import json_body, problems, ref, success
 from units_api.http.json import JSONResponse
 from units_api.http.paging import Limit
 from units_api.http.paths import ID
 from units_api.jobs import queue
 from units_api.jobs import service as jobs_service
-from units_api.jobs.storage import LocalStorage
+from units_api.jobs.storage import LocalStorage, Storage, holder
 from units_api.validation import parse_model
+
+_STATUS_COLUMNS = " and ".join(f"`{name}`" for name in STATUS_COLUMNS)
 
 router = APIRouter(prefix="/api/v2/units/exports", tags=["exports"])
 JOBS_LIMIT = Limit(default=50, maximum=200)
@@ -55,9 +62,9 @@ def owner_filter(principal: Principal) -> uuid.UUID | None:
     "`csv` (UTF-8 with a BOM, nested values as JSON text), `jsonl` (one unit a line, as the "
     "API returns it), `xlsx` (one sheet, text always text, `createdAt` and `updatedAt` as "
     "date cells, the header row frozen with filter buttons), `parquet` (typed columns, money as "
-    "decimal128(38, 20), nested values as JSON columns). csv and xlsx add two read-only "
-    "columns after the record's fields, `publishingStatus` and `availabilityStatus` (imports "
-    "ignore them). `compression: gzip` for csv and jsonl. The job shows the `filter`, `q` and "
+    f"decimal128{PARQUET_DECIMAL}, nested values as JSON columns). csv and xlsx add "
+    f"read-only columns after the record's fields, {_STATUS_COLUMNS} (imports ignore them). "
+    "`compression: gzip` for csv and jsonl. The job shows the `filter`, `q` and "
     "`fields` asked for. "
     f"Files are kept {DEFAULTS.export_ttl_hours:g} hours (UNITS_API_EXPORT_TTL_HOURS).",
     responses={
@@ -127,7 +134,10 @@ async def get_export(request: Request, id: JobId) -> Response:
     summary="Download an export's file",
     description="The file, with `Content-Disposition: attachment`, in the media type of its "
     "format (gzip when compressed). 409 while the export has not succeeded (queued, running "
-    "or failed), 410 once its file has expired.",
+    "or failed), 410 once its file has expired. 503 `/problems/file-on-another-machine` when "
+    "the file is kept on the local disk of another machine than the one answering (several "
+    "machines with local files, without UNITS_API_STORAGE_URL): `machine` names the one that "
+    "holds it.",
     response_class=Response,
     responses={
         200: {
@@ -145,6 +155,11 @@ async def get_export(request: Request, id: JobId) -> Response:
             },
         },
         **problems(404, 409, 410),
+        503: {
+            "description": "The file is kept on another machine (`machine`); machines that "
+            "share a database need UNITS_API_STORAGE_URL",
+            "content": {"application/problem+json": {"schema": ref("Problem")}},
+        },
     },
 )
 async def download_export(request: Request, id: JobId) -> Response:
@@ -157,11 +172,11 @@ async def download_export(request: Request, id: JobId) -> Response:
     if isinstance(storage, LocalStorage):
         path = storage.path(file.key)
         if not path.exists():
-            raise Gone("The export's file has expired; ask for a new export.")
+            raise _missing(storage, file, context.settings.machine_name)
         return FileResponse(path, media_type=file.media_type, filename=file.name)
     size = await storage.size(file.key)
     if size is None:
-        raise Gone("The export's file has expired; ask for a new export.")
+        raise _missing(storage, file, context.settings.machine_name)
     return StreamingResponse(
         storage.read(file.key),
         media_type=file.media_type,
@@ -170,3 +185,11 @@ async def download_export(request: Request, id: JobId) -> Response:
             "Content-Length": str(size),
         },
     )
+
+
+def _missing(storage: Storage, file: service.ExportFile, this_machine: str) -> Exception:
+    """Why a ready export's file is not in `storage`: kept on another machine, or gone."""
+    machine = holder(storage, file.place)
+    if machine is None:
+        return Gone("The export's file has expired; ask for a new export.")
+    return FileOnAnotherMachine("The export's file", machine, this_machine)

@@ -4,7 +4,6 @@ memory, oldest first (`createdAt`, then `id`)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -19,7 +18,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth.service import Principal
-from units_api.db import Database, driver_connection, utcnow
+from units_api.clock import utcnow
+from units_api.db import Database, driver_connection
 from units_api.errors import Conflict, Gone, ValidationFailed
 from units_api.exports.formats import (
     COMPRESSIBLE,
@@ -38,10 +38,9 @@ from units_api.jobs.work import (
     JobContext,
     JobFailed,
     Progress,
-    restore_cpu,
     take,
-    yield_cpu,
 )
+from units_api.process import Writeback, restore_cpu, yield_database_cpu
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
 from units_api.units.filtering import unit_condition
@@ -50,8 +49,6 @@ from units_api.units.tables import units
 KIND = "export"
 # Units read and written at a time: the server-side cursor's batch.
 BATCH = 500
-# The file is written back to disk whenever it has grown by this much (see _Writeback).
-WRITEBACK_BYTES = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +121,7 @@ async def write_export(
     units do not fit the format."""
     condition = _condition(params, db.dialect)
     done = 0
-    async with db.snapshot() as conn:
+    async with db.snapshot(replica=True) as conn:
         total = (
             await conn.execute(select(func.count()).select_from(units).where(condition))
         ).scalar_one()
@@ -132,7 +129,7 @@ async def write_export(
         writer = open_writer(
             params.format, path, columns_for(params.fields), params.compression, total
         )
-        writeback = _Writeback(path)
+        writeback = Writeback(path)
         try:
             async for batch in _documents(conn, condition):
                 writer.write(batch)
@@ -143,45 +140,6 @@ async def write_export(
             writer.close()
             writeback.close()
     return done, (await anyio.Path(path).stat()).st_size
-
-
-class _Writeback:
-    """Writes the export's file back to disk every WRITEBACK_BYTES and drops what was written
-    from the page cache. Left to the kernel, gigabytes of dirty pages are written back by its
-    own threads at normal priority, which slowed every request however low the job's CPU
-    priority (measured on 2 cores, 4 connections, GET one unit's p99 while 6 GB were written:
-    2.5 ms idle, 8.6 ms buffered, 3.3 ms written back every 8 MB; the file was written twice
-    as fast too)."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._fd: int | None = None
-        self._written = 0
-        self._supported = True
-
-    def step(self) -> None:
-        if not self._supported:
-            return
-        try:
-            size = os.stat(self._path).st_size
-        except OSError:
-            return  # not created yet (a writer may open it lazily)
-        if size - self._written < WRITEBACK_BYTES:
-            return
-        self._written = size
-        try:
-            if self._fd is None:
-                self._fd = os.open(self._path, os.O_RDONLY)
-            os.fdatasync(self._fd)
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except OSError:  # a file system or file that does not have it: left to the kernel
-            self._supported = False
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 async def _documents(
@@ -199,26 +157,6 @@ async def _documents(
         yield [row[0].encode() for row in rows]
 
 
-_LOCAL_HOSTS = (None, "", "localhost", "127.0.0.1", "::1")
-
-
-def _lower_priority(host: str | None, pid: int) -> bool:
-    """When PostgreSQL runs on this machine, its process reading an export runs, like the
-    job, only on CPU time requests do not want (if the system allows it): on a small machine
-    an export's reading would otherwise slow every request (measured on 2 cores: GET one
-    unit's p99 at 32 connections 1.35x idle with the job alone in the idle class, 1.08x with
-    its reader too). The read takes no lock a request waits for. Only a local server process
-    named postgres is touched; True when it was."""
-    if host not in _LOCAL_HOSTS:
-        return False
-    try:
-        if Path(f"/proc/{pid}/comm").read_text().strip() != "postgres":
-            return False
-    except OSError:  # no /proc, or gone
-        return False
-    return yield_cpu(pid, idle=True)
-
-
 async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[list[bytes]]:
     """PostgreSQL: the documents through COPY (query) TO STDOUT on the transaction's own
     asyncpg connection, so they stream while earlier ones are written (a cursor waits for each
@@ -230,7 +168,7 @@ async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[
     arguments = [compiled.params[name] for name in compiled.positiontup or ()]
     driver = await driver_connection(conn)
     backend = driver.get_server_pid()
-    lowered = _lower_priority(conn.engine.url.host, backend)
+    lowered = yield_database_cpu(conn.engine.url.host, backend)
     batches: asyncio.Queue[list[bytes] | None] = asyncio.Queue(maxsize=2)
     rest = b""
     pending: list[bytes] = []
@@ -273,6 +211,12 @@ async def run_export_job(context: JobContext) -> dict[str, Any]:
     claim = context.claim
     params = ExportParams.of(claim.params)
     path = context.storage.scratch("." + file_extension(params.format, params.compression))
+    # Read on a replica when one is up and caught up now (a job's process lives for one job:
+    # checked once, not watched).
+    settings = context.settings
+    await context.db.open_replicas(
+        settings.replica_urls, settings.replica_max_lag_seconds, pool_size=1, watch=False
+    )
     try:
         rows, size = await write_export(context.db, params, path, context.progress)
         context.check_parent()
@@ -287,7 +231,7 @@ async def run_export_job(context: JobContext) -> dict[str, Any]:
         "row_count": rows,
         "bytes": size,
         "expires_at": expires,
-        "result": orjson.dumps({"file": key}).decode(),
+        "result": orjson.dumps({"file": key, "place": context.storage.place()}).decode(),
     }
 
 
@@ -296,6 +240,7 @@ class ExportFile:
     key: str
     name: str  # as the download is offered
     media_type: str
+    place: Mapping[str, str]  # where it was put (jobs.storage: Storage.place)
 
 
 def ready_file(row: RowMapping) -> ExportFile:
@@ -313,4 +258,6 @@ def ready_file(row: RowMapping) -> ExportFile:
     extension = file_extension(params.format, params.compression)
     stamp = row["created_at"].strftime("%Y%m%d-%H%M%S")
     media = GZIP_MEDIA_TYPE if params.compression == "gzip" else MEDIA_TYPES[params.format]
-    return ExportFile(orjson.loads(row["result"])["file"], f"units-{stamp}.{extension}", media)
+    result = orjson.loads(row["result"])
+    name = f"units-{stamp}.{extension}"
+    return ExportFile(result["file"], name, media, result.get("place") or {})

@@ -92,6 +92,7 @@ class DirectRoutes:
                     name: convertors[name].convert(v) for name, v in match.groupdict().items()
                 }
                 scope["path_params"] = params
+                scope["route"] = direct.route  # as the router records it: metrics' template
                 request = Request(scope, receive)
                 try:
                     response = await direct.endpoint(request=request, **params)

@@ -20,7 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.requests import Request
 from starlette.responses import Response
 
-from units_api.db import Connection, Database, utcnow
+from units_api.clock import utcnow
+from units_api.db import Connection, Database
 from units_api.errors import IdempotencyInFlight, IdempotencyMismatch, InvalidHeader
 from units_api.http.tables import idempotency_keys as table
 

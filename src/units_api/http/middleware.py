@@ -1,5 +1,5 @@
 """Pure ASGI middleware: request ids, trailing-slash folding, the URL's length, rate-limit
-headers, access log."""
+headers, the access log and the request metrics."""
 
 from __future__ import annotations
 
@@ -7,20 +7,21 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, UriTooLong
-from units_api.logs import request_id_var
-from units_api.metrics import observe
+from units_api.logs import access_log, request_id_var
+from units_api.metrics import UNMATCHED, observe_request
 
-access_log = logging.getLogger("units_api.access")
 log = logging.getLogger(__name__)
 UNEXPECTED = "An unexpected error occurred; it was logged with this request's id."
 _VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:@/+=-]{1,200}$")
 STATE_HEADERS = "response_headers"
+STATE_KEY_ID = "key_id"
 # Of the request target (path and query, as sent): longer is a 414. Long filters go in a body.
 MAX_URL_BYTES = 8192
 
@@ -49,12 +50,51 @@ def _url_too_long(scope: Scope) -> UriTooLong | None:
     )
 
 
-class RequestContextMiddleware:
-    """Every path answers with and without a trailing slash, without a redirect."""
+class RouteTemplates:
+    """The template of the route a path falls under, for requests answered before routing (a
+    rejected query, a URL too long) or that matched no route (`UNMATCHED`)."""
 
-    def __init__(self, app: ASGIApp, log_requests: bool = True) -> None:
+    def __init__(self, routes: Iterable[Any]) -> None:
+        self.routes = [
+            (route.path_regex, route.path_format)
+            for route in routes
+            if hasattr(route, "path_regex") and hasattr(route, "path_format")
+        ]
+
+    def find(self, path: str) -> str:
+        for regex, template in self.routes:
+            if regex.match(path):
+                return str(template)
+        return UNMATCHED
+
+
+def _route_template(scope: Scope, templates: RouteTemplates) -> str:
+    """The template of the route that answered (`scope["route"]`, set by the router and by
+    the direct routes), never the raw path: ids do not make series."""
+    route = scope.get("route")
+    template = getattr(route, "path_format", None)
+    if isinstance(template, str):
+        return template
+    return templates.find(scope["path"])
+
+
+class RequestContextMiddleware:
+    """Every path answers with and without a trailing slash, without a redirect.
+
+    A request is counted in the metrics just before the last part of its answer is sent, so
+    a client that has its answer finds it counted in the next scrape."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        log_requests: bool = True,
+        routes: Iterable[Any] = (),
+        count_requests: bool = True,
+    ) -> None:
         self.app = app
         self.log_requests = log_requests
+        self.count_requests = count_requests
+        self.templates = RouteTemplates(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -71,6 +111,15 @@ class RequestContextMiddleware:
         started = time.perf_counter()
         status = 500
         response_started = False
+        counted = False
+
+        def count() -> None:
+            nonlocal counted
+            counted = True
+            if not self.count_requests:
+                return
+            route = _route_template(scope, self.templates)
+            observe_request(scope["method"], route, status, time.perf_counter() - started)
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status
@@ -82,6 +131,10 @@ class RequestContextMiddleware:
                 headers.append((b"x-request-id", request_id.encode()))
                 headers.extend(state.get(STATE_HEADERS, ()))
                 message["headers"] = headers
+            elif message["type"] == "http.response.body" and not (
+                counted or message.get("more_body")
+            ):
+                count()  # the answer's last part: counted before it goes
             await send(message)
 
         try:
@@ -95,19 +148,29 @@ class RequestContextMiddleware:
                 raise
             await _send_problem(send_with_headers, ApiError(UNEXPECTED).problem(path, request_id))
         finally:
-            elapsed = time.perf_counter() - started
-            observe(scope["method"], status, elapsed)
+            if not counted:
+                count()
             if self.log_requests:
-                access_log.info(
-                    "request",
-                    extra={
-                        "method": scope["method"],
-                        "path": path,
-                        "status": status,
-                        "durationMs": round(elapsed * 1000, 2),
-                    },
-                )
+                self._log(scope, path, status, time.perf_counter() - started)
             request_id_var.reset(token)
+
+    @staticmethod
+    def _log(scope: Scope, path: str, status: int, elapsed: float) -> None:
+        if not access_log.enabled():
+            return
+        query: bytes = scope["query_string"]
+        client = scope.get("client")
+        access_log.write(
+            path,
+            query.decode("latin-1"),
+            {
+                "method": scope["method"],
+                "status": status,
+                "durationMs": round(elapsed * 1000, 2),
+                "client": client[0] if client else None,
+                "keyId": scope["state"].get(STATE_KEY_ID),
+            },
+        )
 
 
 async def _send_problem(send: Send, problem: dict[str, Any]) -> None:
@@ -129,3 +192,8 @@ def add_response_header(scope: Scope, name: str, value: str) -> None:
     scope.setdefault("state", {}).setdefault(STATE_HEADERS, []).append(
         (name.lower().encode("latin-1"), value.encode("latin-1"))
     )
+
+
+def note_key(scope: Scope, key_id: str) -> None:
+    """The caller's key id, for the access log (never the key)."""
+    scope.setdefault("state", {})[STATE_KEY_ID] = key_id

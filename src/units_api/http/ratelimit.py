@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from units_api.metrics import count_refusal
+
 log = logging.getLogger(__name__)
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
@@ -46,7 +48,11 @@ class Limiter(Protocol):
 
 
 def _decide(count: int, rate: Rate, now: float) -> Decision:
+    """The answer to the `count`-th request of its window; a refusal is counted in the
+    metrics."""
     reset = max(1, math.ceil(rate.window - now % rate.window))
+    if count > rate.quota:
+        count_refusal()
     return Decision(count <= rate.quota, max(0, rate.quota - count), reset)
 
 

@@ -18,7 +18,6 @@ from units_api.auth.access import authorize
 from units_api.auth.scopes import UNITS_WRITE
 from units_api.config import DEFAULTS
 from units_api.context import app_context
-from units_api.db import uuid7
 from units_api.errors import ValidationFailed
 from units_api.exports.router import JOBS_LIMIT, job_location, owner_filter
 from units_api.http import docs
@@ -27,6 +26,7 @@ from units_api.http.docs import problems, success
 from units_api.http.idempotency import REPLAYED
 from units_api.http.json import JSONResponse
 from units_api.http.paths import ID
+from units_api.ids import uuid7
 from units_api.imports import service
 from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
 from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams

@@ -29,10 +29,12 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth.service import Principal
-from units_api.db import Database, utcnow, uuid7
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.errors import ValidationFailed, bound_error
 from units_api.exports.formats import STATUS_COLUMNS
 from units_api.filters.parser import parse_filter
+from units_api.ids import uuid7
 from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
 from units_api.jobs import queue
 from units_api.jobs.work import JobContext, JobFailed, take

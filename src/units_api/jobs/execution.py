@@ -18,14 +18,17 @@ import multiprocessing
 import os
 import socket
 import sys
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
 
+from units_api import metrics, tracing
+from units_api.clock import utcnow
 from units_api.config import Settings
-from units_api.db import Database, create_engine, utcnow
+from units_api.db import Database, create_engine
 from units_api.errors import bound_error
 from units_api.events.recorder import record_job_event
 from units_api.http.json import dumps
@@ -33,8 +36,8 @@ from units_api.jobs import queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import open_storage
-from units_api.jobs.work import JobContext, JobFailed, yield_cpu
-from units_api.process import settle_collector
+from units_api.jobs.work import JobContext, JobFailed
+from units_api.process import settle_collector, yield_cpu
 
 log = logging.getLogger(__name__)
 KINDS = ("export", "import")
@@ -101,7 +104,7 @@ async def run_claimed(context: JobContext) -> None:
         if upload:
             await _discard(context, upload)
     except LeaseLost:
-        log.warning("job lease lost; stopping", extra={"jobId": str(claim.id)})
+        log.warning("job lease lost; stopping", extra={"jobId": str(claim.id), "kind": claim.kind})
 
 
 async def _discard(context: JobContext, key: str) -> None:
@@ -114,10 +117,15 @@ async def _discard(context: JobContext, key: str) -> None:
 
 
 def child_main(
-    settings: dict[str, Any], storage_env: dict[str, str], claim: Claim, parent: Connection
+    settings: dict[str, Any],
+    storage_env: dict[str, str],
+    claim: Claim,
+    parent: Connection,
+    trace_parent: str | None = None,
 ) -> None:
     """The child process: run one claimed job, with the parent's settings and object store
-    credentials (a forkserver's children inherit its environment, not the parent's now)."""
+    credentials (a forkserver's children inherit its environment, not the parent's now);
+    traced, when the environment asks for it, under the parent's span `trace_parent`."""
     from units_api.logs import configure_logging
 
     os.environ.update(storage_env)
@@ -126,14 +134,18 @@ def child_main(
     yield_cpu(idle=claim.kind == "export")
     configured = Settings(**settings)
     configure_logging(configured.log_level)
+    tracing.configure_from_environment()
     settle_collector()
 
     async def main() -> None:
         db = Database(create_engine(configured.database_url, pool_size=2))
-        storage = open_storage(configured.storage_url, configured.files_dir)
+        storage = open_storage(
+            configured.storage_url, configured.files_dir, configured.machine_name
+        )
         lease = timedelta(seconds=configured.job_lease_seconds)
         try:
-            await run_claimed(JobContext(db, configured, storage, claim, lease, parent))
+            with tracing.job_body(claim.kind, str(claim.id), claim.attempt, trace_parent):
+                await run_claimed(JobContext(db, configured, storage, claim, lease, parent))
         finally:
             await db.dispose()
             # the job process's peak memory, for benchmarks and operators (KiB on Linux)
@@ -148,6 +160,8 @@ def child_main(
         asyncio.run(main())
     else:
         uvloop.run(main())
+    finally:
+        tracing.shutdown()  # its spans sent: a job's process runs no exit handlers
 
 
 def _peak_rss_kib() -> int | None:
@@ -211,19 +225,47 @@ class JobRunner:
     async def _supervise(self, claim: Claim, stop: asyncio.Event) -> None:
         """Run the job in a child, renewing its lease, until the child exits. Asked to stop,
         the child is stopped and the job released for another process."""
-        watched, alive = self._processes.Pipe(duplex=False)
-        process = self._processes.Process(
-            target=child_main,
-            args=(self.settings.model_dump(), _storage_env(), claim, watched),
-            name=f"units-api job {claim.id}",
-            daemon=True,
-        )
-        process.start()
-        watched.close()
+        with tracing.job_run(claim.kind, str(claim.id), claim.attempt) as traced:
+            watched, alive = self._processes.Pipe(duplex=False)
+            process = self._processes.Process(
+                target=child_main,
+                args=(
+                    self.settings.model_dump(),
+                    _storage_env(),
+                    claim,
+                    watched,
+                    traced.traceparent,
+                ),
+                name=f"units-api job {claim.id}",
+                daemon=True,
+            )
+            started = time.monotonic()
+            process.start()
+            watched.close()
+            try:
+                await self._watch(claim, process, stop)
+            finally:
+                alive.close()
+            status = await self._count(claim, time.monotonic() - started)
+            traced.set(**{"units_api.job.status": status})
+            if status == FAILED:
+                traced.fail("the job failed")
+
+    async def _count(self, claim: Claim, seconds: float) -> str | None:
+        """The run in the metrics, by the status it left the job in (queued: for a retry)."""
         try:
-            await self._watch(claim, process, stop)
-        finally:
-            alive.close()
+            async with self.db.read() as conn:
+                row = await queue.get(conn, claim.id)
+        except Exception as exc:
+            log.warning(
+                "a job's end could not be counted",
+                extra={"jobId": str(claim.id), "kind": claim.kind, "error": repr(exc)[:500]},
+            )
+            return None
+        if row is None:
+            return None
+        metrics.observe_job(claim.kind, row["status"], seconds)
+        return str(row["status"])
 
     async def _watch(self, claim: Claim, process: Any, stop: asyncio.Event) -> None:
         loop = asyncio.get_running_loop()
@@ -247,7 +289,8 @@ class JobRunner:
                         log.warning("job heartbeat failed", extra={"jobId": str(claim.id)})
             if process.exitcode != 0:
                 log.warning(
-                    "job process died", extra={"jobId": str(claim.id), "exit": process.exitcode}
+                    "job process died",
+                    extra={"jobId": str(claim.id), "kind": claim.kind, "exit": process.exitcode},
                 )
                 await queue.release(self.db, claim, RETRY_AFTER)
         except LeaseLost:

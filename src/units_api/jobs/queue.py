@@ -19,8 +19,10 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, utcnow, uuid7
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.errors import bound_error
+from units_api.ids import uuid7
 from units_api.jobs.tables import jobs
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, EXPIRED = (
@@ -158,20 +160,6 @@ async def heartbeat(db: Database, job: Claim, lease: timedelta, **values: Any) -
     """Renew the lease (and write `values`, e.g. progress); LeaseLost if it was lost."""
     async with db.transaction() as conn:
         await record(conn, job, lease_until=utcnow() + lease, **values)
-
-
-async def finish(db: Database, job: Claim, status: str, **values: Any) -> None:
-    """End the job (succeeded or failed); LeaseLost if another worker holds it now."""
-    async with db.transaction() as conn:
-        await record(
-            conn,
-            job,
-            status=status,
-            lease_owner=None,
-            lease_until=None,
-            finished_at=utcnow(),
-            **values,
-        )
 
 
 async def release(db: Database, job: Claim, delay: timedelta = timedelta(0)) -> None:

@@ -17,7 +17,8 @@ import time
 
 import orjson
 
-from units_api.db import Database, utcnow
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.events.service import prune
 from units_api.http.idempotency import Idempotency
 from units_api.jobs import queue

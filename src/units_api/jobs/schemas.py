@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from units_api.exports.formats import FORMATS
+from units_api.imports.service import MAX_LISTED_ERRORS
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "expired"]
 
@@ -123,7 +124,8 @@ class Job(BaseModel):
         "written (no version, history entry or event).",
     )
     errors: list[RowError] | None = Field(
-        default=None, description="Imports: the first 1,000 row errors, in file order."
+        default=None,
+        description=f"Imports: the first {MAX_LISTED_ERRORS:,} row errors, in file order.",
     )
 
 

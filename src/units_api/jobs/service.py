@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, utcnow
+from units_api.clock import format_time, utcnow
 from units_api.errors import NotFound, bound_error
 from units_api.http.paging import UUID, Keyset
 from units_api.jobs.queue import EXPIRED, SUCCEEDED

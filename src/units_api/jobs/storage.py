@@ -3,6 +3,9 @@ an S3-compatible object store (`UNITS_API_STORAGE_URL=s3://bucket/prefix`, the `
 
 A file is made complete on local disk first (`scratch`), then handed over whole (`put`): a
 reader never sees half a file. Keys are relative paths such as `exports/<job id>.csv`.
+
+Local files are seen only by the machine that wrote them, so a job records where its file was
+put (`place`), and a machine asked for a file it does not hold can name the one that does.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +26,10 @@ CHUNK = 1024 * 1024
 
 
 class Storage(Protocol):
+    def place(self) -> dict[str, str]:
+        """Where a file put now is kept, as a job records it: the machine's name and files
+        directory for local files, nothing for a store every machine shares."""
+
     def scratch(self, suffix: str = "") -> Path:
         """A new local temporary file's path, for a file being made."""
 
@@ -58,12 +66,17 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 
 class LocalStorage:
-    """Files under one directory; temporary files beside them, so handing one over is a
-    rename on the same file system (atomic)."""
+    """Files under one directory of one machine (`machine`, the host name unless named);
+    temporary files beside them, so handing one over is a rename on the same file system
+    (atomic)."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, machine: str | None = None) -> None:
         self.root = Path(root)
+        self.machine = machine or socket.gethostname()
         self._tmp = self.root / ".tmp"
+
+    def place(self) -> dict[str, str]:
+        return {"machine": self.machine, "filesDir": str(self.root.resolve())}
 
     def path(self, key: str) -> Path:
         return self.root / key
@@ -80,6 +93,12 @@ class LocalStorage:
         await anyio.to_thread.run_sync(os.replace, path, target)
 
     async def fetch(self, key: str, path: Path) -> None:
+        if not self.path(key).exists():
+            raise FileNotFoundError(
+                f"{key} is not in the files directory of machine {self.machine!r} "
+                f"({self.root.resolve()}): a file put on another machine is seen there only "
+                "through a shared store (UNITS_API_STORAGE_URL)"
+            )
         await anyio.to_thread.run_sync(_link_or_copy, self.path(key), path)
 
     async def size(self, key: str) -> int | None:
@@ -125,6 +144,9 @@ class ObjectStorage:
         self._store = S3Store.from_url(url, client_options=options)  # type: ignore[arg-type]
         self._local = LocalStorage(scratch_dir)
 
+    def place(self) -> dict[str, str]:
+        return {}
+
     def scratch(self, suffix: str = "") -> Path:
         return self._local.scratch(suffix)
 
@@ -169,10 +191,20 @@ class ObjectStorage:
             await obstore.delete_async(self._store, key)
 
 
-def open_storage(storage_url: str | None, files_dir: str) -> Storage:
-    """The configured storage: the S3 store of `storage_url`, else the local `files_dir`."""
+def open_storage(storage_url: str | None, files_dir: str, machine: str) -> Storage:
+    """The configured storage: the S3 store of `storage_url`, else the local `files_dir` of
+    the machine named `machine`."""
     if storage_url:
         if not storage_url.startswith(("s3://", "s3a://")):
             raise ValueError("UNITS_API_STORAGE_URL must be an s3:// URL")
         return ObjectStorage(storage_url, files_dir)
-    return LocalStorage(files_dir)
+    return LocalStorage(files_dir, machine)
+
+
+def holder(storage: Storage, written: Mapping[str, str]) -> str | None:
+    """The machine holding a file that is missing from `storage`, when it was put somewhere
+    this storage does not reach (`written`: the job's record of its `place`); None when it
+    was put here, or nothing was recorded (then it is gone)."""
+    if not written or written == storage.place():
+        return None
+    return written.get("machine") or "unknown"

@@ -4,7 +4,6 @@ reports progress and commits checkpoints (each renews the lease, fenced on the c
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -13,44 +12,14 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.clock import utcnow
 from units_api.config import Settings
-from units_api.db import Database, utcnow
+from units_api.db import Database
 from units_api.jobs import queue
 from units_api.jobs.queue import Claim, LeaseLost
 from units_api.jobs.storage import Storage
 
-# How much lower a job's CPU priority is than the server's (Unix niceness).
-JOB_NICENESS = 10
 T = TypeVar("T")
-
-
-def yield_cpu(pid: int = 0, idle: bool = False) -> bool:
-    """Lower a process's CPU priority (this one by default), so requests come first: by
-    JOB_NICENESS, or with `idle` to Linux's idle scheduling class, where it runs only on CPU
-    time nothing else wants (only for work that holds no lock a request may wait for: on a
-    busy machine it may not run for a while). False when the system refuses."""
-    try:
-        if idle and hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
-            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
-        elif hasattr(os, "setpriority"):
-            os.setpriority(os.PRIO_PROCESS, pid, JOB_NICENESS)
-        else:  # pragma: no cover - Windows
-            return False
-    except OSError:  # another user's process without the privilege, or gone
-        return False
-    return True
-
-
-def restore_cpu(pid: int) -> None:
-    """Undo `yield_cpu` on another process (one that outlives the work, like a pooled
-    database connection's server process)."""
-    try:
-        if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_OTHER"):
-            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
-        if hasattr(os, "setpriority"):
-            os.setpriority(os.PRIO_PROCESS, pid, 0)
-    except OSError:  # gone
-        return
 
 
 # Progress is written at most this often (seconds); each write renews the lease.

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, parse_time, utcnow
+from units_api.clock import format_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.publishing import future_time
 from units_api.units.record import UnitRecord

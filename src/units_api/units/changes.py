@@ -30,12 +30,15 @@ from sqlalchemy import bindparam, delete, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import EVENTS_WRITTEN, Connection, Number, driver_connection, utcnow, uuid7
+from units_api import tracing
+from units_api.clock import utcnow
+from units_api.db import EVENTS_WRITTEN, Connection, Number, driver_connection
 from units_api.errors import Forbidden
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
 from units_api.http.json import dumps_plain
-from units_api.search.words import IndexedText, index_text
+from units_api.ids import uuid7
+from units_api.search.words import IndexedText, index_text, search_rowid
 from units_api.units.record import UnitRecord, actor_text, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -81,6 +84,7 @@ class Rows:
     events: list[dict[str, Any]]
     words: list[tuple[uuid.UUID, datetime, IndexedText]]
     deleted_docs: list[str]  # a delete's records as they were
+    trace_context: str | None = None  # the writer's traceparent, kept with its events
 
 
 def prepare(
@@ -90,7 +94,8 @@ def prepare(
     record that `admit` refuses (as it will be stored) is Forbidden, and nothing is made."""
     now = utcnow()
     actor_json = actor_text(actor)
-    rows = Rows(kind, [], [], [], [], [])
+    trace = tracing.traceparent() if tracing.on else None
+    rows = Rows(kind, [], [], [], [], [], trace)
     for change in batch:
         record = change.record
         if kind == "delete":
@@ -129,6 +134,8 @@ def prepare(
                 "data": data,
             }
         )
+        if trace is not None:
+            rows.events[-1]["trace_context"] = trace
         if kind != "delete" and change.search:
             rows.words.append((record.id, record.created_at, index_text(record.fields)))
     return rows
@@ -169,7 +176,11 @@ async def write_rows(conn: Connection, rows: Rows, last: bool = False) -> None:
     arguments = _pg_arguments(rows)
     if one:
         arguments = [arguments[0], *(column[0] for column in arguments[1:])]
-    written = await driver.fetchval(_PG_STATEMENTS[rows.kind, one], *arguments)
+    statements = _PG_STATEMENTS
+    if rows.trace_context is not None:
+        statements = _PG_TRACED_STATEMENTS
+        arguments.append(rows.trace_context)
+    written = await driver.fetchval(statements[rows.kind, one], *arguments)
     if written != len(rows.history):
         # One unit read without a lock wrote nothing; in a batch of locked units (the only
         # way batches are written) no unit can move.
@@ -229,11 +240,16 @@ def _rows_cte(names: list[str], one: bool) -> str:
     return f"r AS (SELECT * FROM unnest({arrays}) AS r({', '.join(columns)}))"
 
 
-def _pg_statement(kind: Kind, one: bool) -> str:
+def _pg_statement(kind: Kind, one: bool, traced: bool = False) -> str:
     """One statement for a batch: the rows, then one data-modifying CTE per table. It gives
     the number of units written: an update writes only units still at the version before
-    the row's, and only their history, events and words."""
+    the row's, and only their history, events and words. `traced`: the events keep the
+    writer's trace context, the last parameter."""
     names = _DELETED_COLUMNS if kind == "delete" else _UNIT_COLUMNS
+    trace_column, trace_value = "", ""
+    if traced:
+        trace_column = ", trace_context"
+        trace_value = f", ${len(names) + len(_EXTRA_COLUMNS) + 2}::text"
     if kind == "insert":
         columns = ", ".join(_UNIT_COLUMNS)
         unit = f"INSERT INTO units ({columns}) SELECT {columns} FROM r RETURNING id"
@@ -253,9 +269,10 @@ def _pg_statement(kind: Kind, one: bool) -> str:
         f"u AS ({unit})",
         "h AS (INSERT INTO unit_history (unit_id, version, at, actor, action, changes) "
         f"SELECT id, version, updated_at, $1, action, changes FROM r WHERE {written})",
-        "e AS (INSERT INTO events (id, type, occurred_at, unit_id, version, actor, data) "
-        f"SELECT event_id, event_type, occurred_at, id, version, $1, {_EVENT_DATA[kind]} "
-        f"FROM r WHERE {written})",
+        "e AS (INSERT INTO events (id, type, occurred_at, unit_id, version, actor, data"
+        f"{trace_column}) "
+        f"SELECT event_id, event_type, occurred_at, id, version, $1, {_EVENT_DATA[kind]}"
+        f"{trace_value} FROM r WHERE {written})",
     ]
     if kind != "delete":
         # The search row: the unit's words and its creation time, the order a search walks.
@@ -277,6 +294,11 @@ def _pg_statement(kind: Kind, one: bool) -> str:
 
 _PG_STATEMENTS: dict[tuple[Kind, bool], str] = {
     (kind, one): _pg_statement(kind, one)
+    for kind in ("insert", "update", "delete")
+    for one in (True, False)
+}
+_PG_TRACED_STATEMENTS: dict[tuple[Kind, bool], str] = {
+    (kind, one): _pg_statement(kind, one, traced=True)
     for kind in ("insert", "update", "delete")
     for one in (True, False)
 }
@@ -368,10 +390,6 @@ _FTS_INSERT = text(
 )
 
 
-def fts_rowid(unit_id: uuid.UUID) -> int:
-    return int.from_bytes(unit_id.bytes[8:], "big", signed=True)
-
-
 # Map search's R*Tree of the units' points, keyed as the search table is, its auxiliary
 # unit_id leading to the unit (filters.sql reads it for the coarse test only: it keeps 32-bit
 # floats, rounded outwards).
@@ -384,9 +402,14 @@ _POINT_INSERT = text(
 
 async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid.UUID]) -> None:
     if rows.kind != "insert":
-        await conn.execute(_POINT_DELETE, [{"rowid": fts_rowid(i)} for i in ids])
+        await conn.execute(_POINT_DELETE, [{"rowid": search_rowid(i)} for i in ids])
     located = [
-        {"rowid": fts_rowid(row["id"]), "id": row["id"].hex, "lng": row["lng"], "lat": row["lat"]}
+        {
+            "rowid": search_rowid(row["id"]),
+            "id": row["id"].hex,
+            "lng": row["lng"],
+            "lat": row["lat"],
+        }
         for row in rows.units
         if row["lng"] is not None
     ]
@@ -414,13 +437,13 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
     await _write_sqlite_points(conn, rows, ids)
     replaced = ids if rows.kind == "delete" else [unit_id for unit_id, _, _ in rows.words]
     if rows.kind != "insert" and replaced:
-        await conn.execute(_FTS_DELETE, [{"rowid": fts_rowid(i)} for i in replaced])
+        await conn.execute(_FTS_DELETE, [{"rowid": search_rowid(i)} for i in replaced])
     if rows.words:
         await conn.execute(
             _FTS_INSERT,
             [
                 {
-                    "rowid": fts_rowid(unit_id),
+                    "rowid": search_rowid(unit_id),
                     "id": unit_id.hex,
                     "body": " ".join(words.lexemes),
                     "ranking": " ".join(words.ranking),

@@ -9,7 +9,7 @@ from functools import partial
 from typing import Any, Literal
 
 import orjson
-from sqlalchemy import and_
+from sqlalchemy import ColumnElement, Select, and_
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import URL
 from starlette.requests import Request
@@ -21,15 +21,19 @@ from units_api.filters.tree import Node
 from units_api.http.json import load_stored
 from units_api.http.paging import Limit, page_links, whole_number
 from units_api.search.index import (
+    Tier,
     Words,
     count_matches,
+    count_tiers,
     match,
     newest_matches,
+    ranked_matches,
+    relevance_tiers,
 )
 from units_api.search.normalize import query_tokens
-from units_api.search.plan import FEW_MATCHES, first_words
+from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
 from units_api.units import repository
-from units_api.units.counting import CountCache, estimate, exact_count
+from units_api.units.counting import CHANGE_VERSION, CountCache, estimate, exact_count
 from units_api.units.fields import RELEVANCE, SortKey
 from units_api.units.filtering import located, unit_condition
 from units_api.units.repository import Computed
@@ -137,11 +141,88 @@ def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None)
     )
 
 
-async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
-    """PostgreSQL: the words to read through the search index first (see plan.first_words),
-    from how many units have each, as remembered or counted up to past `few`."""
+def _ranked_alone(params: ListParams, policy: Node | None) -> bool:
+    """A search alone by relevance, then recency: read tier by tier
+    (search.index.ranked_matches)."""
+    sort = params.sort
+    return (
+        params.filter is None
+        and policy is None
+        and len(sort) == 2
+        and sort[0].field == RELEVANCE
+        and sort[1].field == "createdAt"
+        and sort[0].descending == sort[1].descending
+        and bool(relevance_tiers(params.words))
+    )
+
+
+async def _tiers(conn: AsyncConnection, counts: CountCache, words: Words) -> list[tuple[Tier, int]]:
+    """The relevance tiers of a search that hold matches, best first, with their sizes,
+    remembered or counted together."""
     dialect = conn.dialect.name
-    if dialect != "postgresql" or not words or few < 1:
+    tiers = relevance_tiers(words, dialect)
+    keys = {tier.score: (None, None, words, tier.score) for tier in tiers}
+    counting = partial(count_tiers, words, dialect, tiers, CHANGE_VERSION)
+    sizes = await counts.sizes(conn, keys, counting)
+    return [(tier, sizes[tier.score]) for tier in tiers if sizes[tier.score]]
+
+
+def _window(
+    tiers: list[tuple[Tier, int]], descending: bool, offset: int, limit: int, few: int
+) -> tuple[list[tuple[Tier, bool]], int]:
+    """The tiers a page of `limit` from `offset` falls in, in the page's order, each with
+    whether it has at most `few` (see plan.first_words), and the page's offset in the first."""
+    chosen = []
+    start = skipped = 0
+    for tier, size in tiers if descending else tiers[::-1]:
+        if start + size <= offset:
+            skipped += size
+        elif start < offset + limit:
+            chosen.append((tier, size <= few))
+        start += size
+    return chosen, offset - skipped
+
+
+async def _ranked_page(
+    conn: AsyncConnection, counts: CountCache, params: ListParams, offset: int, few: int
+) -> tuple[list[str], int | None, list[tuple[Any, ...]]] | None:
+    """A page of a search by relevance read in the tiers it falls in (None when no tier holds
+    a match). The tiers' sizes are exact at the version they were counted at; a page read at
+    a newer version is read again with sizes of its own, so a unit that has just entered a
+    tier is neither missed nor shown twice."""
+    if conn.dialect.name != "postgresql":
+        return await _ranked_read(conn, counts, params, offset, few)
+    async with repository.custom_plans(conn):
+        return await _ranked_read(conn, counts, params, offset, few)
+
+
+async def _ranked_read(
+    conn: AsyncConnection, counts: CountCache, params: ListParams, offset: int, few: int
+) -> tuple[list[str], int | None, list[tuple[Any, ...]]] | None:
+    descending = params.sort[0].descending
+    for _ in range(2):
+        planned = counts.seen
+        sized = await _tiers(conn, counts, params.words)
+        if not sized:
+            return None
+        tiers, within = _window(sized, descending, offset, params.limit + 1, few)
+        if not tiers:
+            return [], None, []  # past the last match
+        hits = ranked_matches(
+            params.words, tiers, descending, params.limit + 1, within, conn.dialect.name, units
+        )
+        page = await repository.read_page(conn, repository.ranked_hits_query(hits, descending))
+        if page[1] is None or page[1] <= max(planned, counts.seen):
+            break
+        counts.saw(page[1])
+    return page
+
+
+async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
+    """The words to read through the search index first (see plan.first_words), from how
+    many units have each, as remembered or counted up to past `few`."""
+    dialect = conn.dialect.name
+    if not words or few < 1:
         return ()
     cap = few + 1
     sizes = [
@@ -149,6 +230,35 @@ async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, 
         for w in words
     ]
     return first_words(words, sizes, counts.remembered((None, None, words)), few)
+
+
+def _page_query(
+    db: Database,
+    params: ListParams,
+    policy: Node | None,
+    filtered: ColumnElement[bool],
+    condition: ColumnElement[bool],
+    distance: Computed,
+    offset: int,
+    first: Words,
+) -> Select[Any]:
+    """The statement of a page of the list, but for a search alone by relevance."""
+    # A map search finds its page in the index of the points (repository.page_query).
+    from_index = located(params.filter) or located(policy)
+    if _newest_matches_alone(db, params, policy):
+        descending = params.sort[0].descending
+        hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
+        return repository.hits_query(hits, descending)
+    if any(key.field == RELEVANCE for key in params.sort):
+        # The matches come with their score from the search table, joined to the units.
+        computed = by_relevance(params.words, db.dialect, first)
+        computed = Computed({**computed.keys, **distance.keys}, computed.source, distance.shown)
+        return repository.page_query(
+            filtered, params.sort, params.limit + 1, offset, db.dialect, computed, from_index
+        )
+    return repository.page_query(
+        condition, params.sort, params.limit + 1, offset, db.dialect, distance, from_index
+    )
 
 
 async def list_units(
@@ -161,33 +271,28 @@ async def list_units(
     few_matches: int = FEW_MATCHES,
 ) -> dict[str, Any]:
     offset = (params.page - 1) * params.limit
-    async with db.read() as conn:
-        first = await _first_words(conn, counts, params.words, few_matches)
+
+    few = min(few_matches, SQLITE_FEW_MATCHES) if db.dialect == "sqlite" else few_matches
+
+    async def read(conn: AsyncConnection) -> tuple[list[str], list[Any], int | None, str, Computed]:
+        first = await _first_words(conn, counts, params.words, few)
         filtered = and_(
             unit_condition(params.filter, db.dialect),
             unit_condition(policy, db.dialect, "policy"),
         )
-        condition = and_(filtered, match(params.words, db.dialect, units.c.id, first))
+        # SQLite walks the units in order for a search many match (search.index.match).
+        walk = db.dialect == "sqlite" and not first and few > 0
+        condition = and_(filtered, match(params.words, db.dialect, units.c.id, first, walk))
         distance = by_distance(params.sort, params.filter)
-        # A map search finds its page in the index of the points (repository.page_query).
-        from_index = located(params.filter) or located(policy)
-        if _newest_matches_alone(db, params, policy):
-            descending = params.sort[0].descending
-            hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
-            query = repository.hits_query(hits, descending)
-        elif any(key.field == RELEVANCE for key in params.sort):
-            # The matches come with their score from the search table, joined to the units.
-            computed = by_relevance(params.words, db.dialect, first)
-            computed = Computed({**computed.keys, **distance.keys}, computed.source, distance.shown)
-            query = repository.page_query(
-                filtered, params.sort, params.limit + 1, offset, db.dialect, computed, from_index
-            )
-        else:
-            query = repository.page_query(
-                condition, params.sort, params.limit + 1, offset, db.dialect, distance, from_index
-            )
         seen = counts.seen
-        docs, version, values = await repository.read_page(conn, query)
+        ranked = None
+        if not first and _ranked_alone(params, policy):
+            ranked = await _ranked_page(conn, counts, params, offset, few)
+        if ranked is not None:
+            docs, version, values = ranked
+        else:
+            query = _page_query(db, params, policy, filtered, condition, distance, offset, first)
+            docs, version, values = await repository.read_page(conn, query)
         counts.saw(version)
         mode: str = params.count
         total: int | None = None
@@ -198,7 +303,9 @@ async def list_units(
             # The last page: what came before it and what is on it, read in one statement; an
             # empty one holds at the version seen before it, if that is still the current one.
             mode, total = "exact", offset + len(docs)
-            counts.put(key, seen if version is None else version, total)
+            # An empty page read on a replica has no version of its own to be stored at.
+            if version is not None or conn.engine is db.engine:
+                counts.put(key, seen if version is None else version, total)
         elif mode != "none":
             # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
             budget = count_budget_ms if mode == "default" else None
@@ -209,6 +316,10 @@ async def list_units(
             if total is None:
                 mode = "estimated"
                 total = await estimate(conn, condition)
+        return docs, values, total, mode, distance
+
+    # Lists and searches may be a little behind: a replica's, when one is in use.
+    docs, values, total, mode, distance = await db.run_on_replica(read)
     has_next = len(docs) > params.limit
     pages = max(1, math.ceil(total / params.limit)) if total is not None else None
     return {

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, parse_future_time, parse_time, utcnow
+from units_api.clock import format_time, parse_future_time, parse_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.record import UnitRecord
 from units_api.units.schemas import PublishingAction
@@ -23,7 +23,6 @@ EVENTS = {
     "archive": "unit.archived",
     "restore": "unit.restored",
 }
-DEFAULT_READINESS = ("name", "type", "city", "price", "image")
 
 
 def future_time(field: str, value: str | None) -> datetime:

@@ -8,9 +8,11 @@ from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, and_, distinct, func
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, format_time
+from units_api.clock import format_time
+from units_api.db import Database
 from units_api.errors import ValidationFailed
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
@@ -147,10 +149,13 @@ async def _page(
         *values, last_id = after
         after_last = repository.keyset_after(sort, values, last_id, db.dialect, computed)
         condition = and_(condition, after_last)
-    async with db.read() as conn:
-        rows = await repository.keyset_page(
+
+    async def read(conn: AsyncConnection) -> list[RowMapping]:
+        return await repository.keyset_page(
             conn, condition, sort, request.limit + 1, computed, from_index
         )
+
+    rows = await db.run_on_replica(read)  # a page may be a little behind: a replica's
     shown, next_cursor = keyset.page(
         rows, request.limit, lambda row: [*(row[f"k{i}"] for i in range(len(sort))), row["id"]]
     )
@@ -238,7 +243,13 @@ async def _aggregates(
     functions: list[str | None] = [None] * len(request.groupBy)
     functions += [spec.fn for spec in request.aggregates.values()]
 
-    async def compute(conn: AsyncConnection) -> Answer:
+    async def compute(primary: AsyncConnection) -> Answer:
+        # On a replica when one is in use: an answer is remembered with the version it was
+        # read at, so one read a little behind is given again only to requests that read
+        # that version or an older one.
+        return await db.run_on_replica(aggregate, primary)
+
+    async def aggregate(conn: AsyncConnection) -> Answer:
         condition = and_(
             _filtered(db, request, policy), search_condition(request.q, db.dialect, units.c.id)
         )
@@ -250,8 +261,7 @@ async def _aggregates(
         return version, dumps(data)
 
     if results is None:
-        async with db.read() as conn:
-            body = (await compute(conn))[1]
+        body = (await db.run_on_replica(aggregate))[1]
     else:
         body = await results.answer(_question(request, policy), compute)
     return {"data": orjson.Fragment(body)}

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from units_api.db import format_time, parse_time
+from units_api.clock import format_time, parse_time
 from units_api.filters.geo import point
 from units_api.http.json import dumps_plain, load_stored
 from units_api.units.schemas import EDITABLE_FIELDS

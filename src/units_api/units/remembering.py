@@ -31,7 +31,8 @@ from sqlalchemy import delete, func, select, true
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, utcnow
+from units_api.clock import utcnow
+from units_api.db import Database
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.tables import remembered_results
 

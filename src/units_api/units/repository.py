@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -22,7 +23,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Connection, Database, driver_connection, utcnow
+from units_api.clock import utcnow
+from units_api.db import Connection, Database, driver_connection
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
@@ -185,6 +187,30 @@ def hits_query(hits: Subquery, descending: bool) -> Select[Any]:
         .select_from(hits.join(units, units.c.id == hits.c.unit_id))
         .order_by(*order)
     )
+
+
+def ranked_hits_query(hits: Subquery, descending: bool) -> Select[Any]:
+    """The records of a page of (unit_id, created_at, score) hits, in their order (relevance,
+    then creation, then id), with the version."""
+    order = (hits.c.score, hits.c.created_at, hits.c.unit_id)
+    return (
+        select(units.c.doc, CHANGE_VERSION)
+        .select_from(hits.join(units, units.c.id == hits.c.unit_id))
+        .order_by(*(column.desc() if descending else column.asc() for column in order))
+    )
+
+
+@asynccontextmanager
+async def custom_plans(conn: AsyncConnection) -> AsyncIterator[None]:
+    """PostgreSQL plans each statement run inside for its own values. A prepared statement
+    run often gets one generic plan, blind to its search words and limits: for a relevance
+    tier that is a sort of every match (hundreds of milliseconds) instead of a walk to the
+    page (under one). The service's reads run outside transactions, so it is set back by hand."""
+    await conn.exec_driver_sql("SET plan_cache_mode = force_custom_plan")
+    try:
+        yield
+    finally:
+        await conn.exec_driver_sql("RESET plan_cache_mode")
 
 
 async def read_page(

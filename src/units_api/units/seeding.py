@@ -7,7 +7,9 @@ import random
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
-from units_api.db import Database, utcnow, uuid7
+from units_api.clock import utcnow
+from units_api.db import Database
+from units_api.ids import uuid7
 from units_api.sample_data import fake_unit
 from units_api.units import changes
 from units_api.units.record import UnitRecord, new_availability, new_publishing

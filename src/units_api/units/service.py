@@ -15,12 +15,14 @@ from typing import Any, Protocol
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Connection, Database, format_time, utcnow, uuid7
+from units_api.clock import format_time, utcnow
+from units_api.db import Connection, Database
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
 from units_api.http.paging import INTEGER, Keyset
+from units_api.ids import uuid7
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_predicate

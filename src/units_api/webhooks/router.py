@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from units_api.auth.access import authorize
 from units_api.auth.scopes import ADMIN
+from units_api.clock import duration_text
 from units_api.context import app_context
 from units_api.events.sequencer import sequence
 from units_api.http import docs
@@ -136,8 +137,9 @@ async def delete_webhook(request: Request, id: WebhookId) -> Response:
     f"{_ONE}/rotate-secret",
     operation_id="rotateWebhookSecret",
     summary="Rotate a webhook's signing secret",
-    description="Answers the webhook with its new `secret`, shown this once. For 24 hours "
-    "every delivery is signed with both secrets (two signatures in `webhook-signature`), "
+    description="Answers the webhook with its new `secret`, shown this once. For "
+    f"{duration_text(service.ROTATION_GRACE.total_seconds())} every delivery is signed with "
+    "both secrets (two signatures in `webhook-signature`), "
     "so receivers can switch without missing one.",
     responses={**success(200, "WebhookCreated", "The webhook and its new secret"), **problems(404)},
 )

@@ -89,7 +89,8 @@ class WebhookCreate(BaseModel):
     description: Description | None = None
     secret: Annotated[str, AfterValidator(_secret)] | None = Field(
         default=None,
-        description="`whsec_` + base64 of 24 to 64 random bytes; generated when absent.",
+        description=f"`whsec_` + base64 of {SECRET_BYTES[0]} to {SECRET_BYTES[1]} random bytes; "
+        "generated when absent.",
     )
     filter: Filter | None = Field(default=None, description=_FILTER_TEXT)
 

@@ -13,13 +13,14 @@ import orjson
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import format_time, utcnow, uuid7
+from units_api.clock import format_time, utcnow
 from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
 from units_api.events import repository as events_repository
 from units_api.events.types import EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.http.paging import UUID, Keyset
+from units_api.ids import uuid7
 from units_api.units.filtering import UNIT_CATALOGUE
 from units_api.webhooks import repository
 from units_api.webhooks.guard import UnsafeTarget, check_url

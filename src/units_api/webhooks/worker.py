@@ -28,12 +28,15 @@ import orjson
 from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database, utcnow, uuid7
+from units_api import metrics, tracing
+from units_api.clock import duration_text, utcnow
+from units_api.db import Database
 from units_api.errors import bound_error
 from units_api.events import repository as events_repository
 from units_api.events.sequencer import sequence
 from units_api.events.service import event_unit
 from units_api.filters.parser import parse_filter
+from units_api.ids import uuid7
 from units_api.units.filtering import unit_predicate
 from units_api.webhooks import repository
 from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED
@@ -48,6 +51,7 @@ RETRY_DELAYS = (5, 300, 1800, 7200, 18000, 36000)
 MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
 JITTER = 0.1
 FAILING_WINDOW = timedelta(hours=24)
+_FAILING_TEXT = duration_text(FAILING_WINDOW.total_seconds())
 # A claim outlives the longest attempt (the send timeout) by this much.
 LEASE_MARGIN = 10.0
 RECORD_PAUSE = 0.005
@@ -55,6 +59,8 @@ RECORD_PAUSE = 0.005
 # of writes every commit wakes the worker, and a step per commit would cost the writes more
 # than it delivers sooner (the first attempt's target is a second after the commit).
 EVENTS_STEP_GAP = 0.1
+# An attempt's outcome in the metrics, by the status it leaves its delivery in.
+OUTCOMES = {SUCCEEDED: "succeeded", PENDING: "retrying", FAILED: "failed"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +168,7 @@ class _Job:
     secrets: list[str]
     event_id: str
     body: bytes | None
+    trace_context: str | None = None  # of the request or job that wrote the event
 
 
 class Deliverer:
@@ -203,6 +210,9 @@ class Deliverer:
             hooks = await repository.by_ids(conn, list({row["webhook_id"] for row in claimed}))
             positions = [row["event_pos"] for row in claimed]
             bodies = await events_repository.rendered_at(conn, positions)
+            traces: dict[int, str] = {}
+            if tracing.on:
+                traces = await events_repository.trace_contexts_at(conn, positions)
         return [
             _Job(
                 row["id"],
@@ -212,19 +222,31 @@ class Deliverer:
                 signing_secrets(hooks[row["webhook_id"]]),
                 str(row["event_id"]),
                 bodies.get(row["event_pos"]),
+                traces.get(row["event_pos"]),
             )
             for row in claimed
         ]
 
     async def _send(self, job: _Job) -> None:
-        if job.body is None:
-            attempt = Attempt(None, 0, "The event is no longer kept.", None)
-        else:
-            try:
-                attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
-            except Exception as exc:  # a failed attempt, retried like any other
-                log.exception("webhook send failed unexpectedly")
-                attempt = Attempt(None, 0, f"{type(exc).__name__}: {exc}"[:500], None)
+        with tracing.delivery_attempt(
+            str(job.webhook_id),
+            str(job.delivery_id),
+            job.event_id,
+            job.attempts,
+            job.trace_context,
+        ) as traced:
+            if job.body is None:
+                attempt = Attempt(None, 0, "The event is no longer kept.", None)
+            else:
+                try:
+                    attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
+                except Exception as exc:  # a failed attempt, retried like any other
+                    log.exception("webhook send failed unexpectedly", extra=_ids(job))
+                    attempt = Attempt(None, 0, f"{type(exc).__name__}: {exc}"[:500], None)
+            traced.set(**{"http.response.status_code": attempt.status_code})
+            if not attempt.ok:  # the error's text may quote the URL: not in the span
+                code = attempt.status_code
+                traced.fail(f"answered {code}" if code else "no answer")
         self._results.append((job, attempt))
         self.done.set()
 
@@ -237,7 +259,9 @@ class Deliverer:
         succeeded: set[uuid.UUID] = set()
         failed: dict[uuid.UUID, Attempt] = {}
         for job, attempt in results:
-            rows.append(self._result_row(job, attempt, now))
+            row = self._result_row(job, attempt, now)
+            rows.append(row)
+            metrics.observe_attempt(OUTCOMES[row["status"]], attempt.duration_ms / 1000)
             if attempt.ok:
                 succeeded.add(job.webhook_id)
             else:
@@ -290,7 +314,7 @@ class Deliverer:
             elif hook["failing_since"] is None:
                 await repository.change(conn, webhook_id, {"failing_since": now})
             elif now - hook["failing_since"] >= self.timing.failing_window:
-                reason = "Every delivery failed for 24 hours."
+                reason = f"Every delivery failed for {_FAILING_TEXT}."
             if reason is not None:
                 await disable(conn, webhook_id, reason, now)
 
@@ -305,18 +329,20 @@ class Deliverer:
             await asyncio.shield(self.record())
 
 
+def _ids(job: _Job) -> dict[str, Any]:
+    return {
+        "webhookId": str(job.webhook_id),
+        "deliveryId": str(job.delivery_id),
+        "eventId": job.event_id,
+        "attempt": job.attempts,
+    }
+
+
 def _log_failure(job: _Job, attempt: Attempt) -> None:
     """One line per failed attempt, with its ids (never a secret or the body)."""
     log.warning(
         "webhook delivery attempt failed",
-        extra={
-            "webhookId": str(job.webhook_id),
-            "deliveryId": str(job.delivery_id),
-            "eventId": job.event_id,
-            "attempt": job.attempts,
-            "statusCode": attempt.status_code,
-            "error": attempt.error,
-        },
+        extra={**_ids(job), "statusCode": attempt.status_code, "error": attempt.error},
     )
 
 

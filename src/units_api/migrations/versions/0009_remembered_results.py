@@ -17,7 +17,8 @@ import os
 import sqlalchemy as sa
 from alembic import op
 
-from units_api.db import UTCDateTime, utcnow
+from units_api.clock import utcnow
+from units_api.db import UTCDateTime
 
 revision = "0009"
 down_revision = "0008"

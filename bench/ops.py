@@ -1,0 +1,133 @@
+"""Benchmark of what seeing inside the service costs: GET one unit on a server with request
+metrics and the access log on (the defaults) beside the same server with both off, measured
+in the same run.
+
+Seeds N units into PostgreSQL (as bench/write.py does; `--reuse` keeps them), starts both
+servers, loads each with wrk in alternating runs (both see the same noise), and prints the
+median requests/s, p50 and p99 of each, their ratio, and CPU per request.
+
+    make bench-ops                                 # 100,000 units, 5 runs x 10 s, 32 connections
+    make bench-ops OPS_ARGS="--units 20000 --runs 3 --workers 2"
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+from typing import Any
+
+from harness import (
+    DEFAULT_DATABASE,
+    RESULTS,
+    cpu_seconds,
+    free_port,
+    recreate_database,
+    run_wrk,
+    start_server,
+)
+from write import prepare
+
+from units_api.migrate import upgrade
+
+QUIET = {"UNITS_API_ACCESS_LOG": "false", "UNITS_API_REQUEST_METRICS": "false"}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--units", type=int, default=100_000)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per run")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1, help="server worker processes")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("UNITS_API_BENCH_DATABASE_URL", DEFAULT_DATABASE),
+    )
+    parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is needed: apt-get install wrk")
+    if not args.reuse:
+        asyncio.run(recreate_database(args.database_url))
+    upgrade(args.database_url)
+    key, ids, _ = asyncio.run(prepare(args.database_url, args.units, args.reuse))
+    RESULTS.mkdir(exist_ok=True)
+    ids_file = RESULTS / "ids.txt"
+    ids_file.write_text("\n".join(ids) + "\n")
+    servers = {}
+    for name, extra in (("observed", {}), ("quiet", QUIET)):
+        port = free_port()
+        log = RESULTS / f"ops-{name}.log"
+        servers[name] = (port, start_server(args.database_url, port, args.workers, log, extra))
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+    try:
+        for _ in range(args.runs):
+            for name, (port, process) in servers.items():
+                cpu = cpu_seconds(process.pid)
+                figures = run_wrk(
+                    f"http://127.0.0.1:{port}",
+                    key,
+                    connections=args.connections,
+                    duration=args.duration,
+                    threads=args.threads,
+                    script="units.lua",
+                    script_args=("get", str(ids_file)),
+                )
+                figures["cpu_us"] = (
+                    (cpu_seconds(process.pid) - cpu) / (figures["rps"] * args.duration) * 1e6
+                )
+                runs[name].append(figures)
+    finally:
+        for _, process in servers.values():
+            process.terminate()
+            process.wait(timeout=30)
+    report: dict[str, Any] = {
+        "units": args.units,
+        "runs": args.runs,
+        "duration_s": args.duration,
+        "connections": args.connections,
+        "workers": args.workers,
+        **{
+            name: {metric: statistics.median(run[metric] for run in done) for metric in done[0]}
+            for name, done in runs.items()
+        },
+        "ratios": [
+            observed["rps"] / quiet["rps"]
+            for observed, quiet in zip(runs["observed"], runs["quiet"], strict=True)
+        ],
+    }
+    (RESULTS / "ops.json").write_text(json.dumps(report, indent=2))
+    print(
+        f"\nGET one unit, {args.units:,} units in PostgreSQL; {args.connections} connections; "
+        f"median of {args.runs} x {args.duration} s; {args.workers} server process(es)"
+    )
+    print(f"{'server':<40}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU us':>9}")
+    for name, label in (
+        ("observed", "request metrics and access log on"),
+        ("quiet", "both off"),
+    ):
+        figures = report[name]
+        print(
+            f"{label:<40}{figures['rps']:>9,.0f}{figures['p50_ms']:>9.2f}"
+            f"{figures['p99_ms']:>9.2f}{figures['cpu_us']:>9.0f}"
+        )
+    ratios = ", ".join(f"{ratio:.3f}" for ratio in report["ratios"])
+    print(
+        f"on / off: {report['observed']['rps'] / report['quiet']['rps']:.3f} "
+        f"(median rates); per run: {ratios}"
+    )
+
+
+if __name__ == "__main__":
+    main()

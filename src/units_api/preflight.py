@@ -1,0 +1,136 @@
+"""Checks a command makes before it starts: the database, Redis and the files directory of
+its settings answer. Each failure is a `SettingError`, one line that names the setting."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import getpass
+import socket
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.engine import URL
+
+from units_api.config import SettingError, Settings, database_url
+
+# How long a check waits for a server before calling it out of reach.
+CONNECT_TIMEOUT = 5.0
+DATABASE = "UNITS_API_DATABASE_URL"
+REDIS = "UNITS_API_REDIS_URL"
+FILES = "UNITS_API_FILES_DIR"
+STORAGE = "UNITS_API_STORAGE_URL"
+
+
+def check_database(settings: Settings) -> None:
+    """The database opens: a SQLite file opens (or, when there is none yet, can be made in
+    its folder), or a PostgreSQL server takes a connection as the URL says."""
+    url = database_url(settings.database_url)
+    if url.get_backend_name() == "sqlite":
+        _open_sqlite(url)
+    else:
+        asyncio.run(_connect_postgres(url))
+
+
+def check_services(settings: Settings) -> None:
+    """What a server or worker needs besides the database: Redis answers, files can be
+    written, the object store's client is installed."""
+    if settings.redis_url:
+        asyncio.run(_ping_redis(settings.redis_url))
+    try:
+        _writable(Path(settings.files_dir))
+    except OSError as exc:
+        message = f"{FILES}: cannot write in {settings.files_dir}: {_reason(exc)}"
+        raise SettingError(FILES, message) from exc
+    if settings.storage_url:
+        try:
+            import obstore  # noqa: F401
+        except ImportError:
+            message = f"{STORAGE}: an s3:// store needs the s3 extra: pip install 'units-api[s3]'"
+            raise SettingError(STORAGE, message) from None
+
+
+def check_listening(host: str, port: int, host_name: str, port_name: str) -> None:
+    """The server can listen on `host`:`port` (named as the caller set them: a setting or an
+    option), so a port in use stops it before it migrates or prints anything."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn binds
+    try:
+        with socket.socket(family) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        name = port_name if exc.errno == errno.EADDRINUSE else host_name
+        message = f"{name}: cannot listen on {host}:{port}: {_reason(exc)}"
+        raise SettingError(name, message) from exc
+
+
+def _open_sqlite(url: URL) -> None:
+    path = url.database
+    if not path or path == ":memory:":
+        return
+    try:
+        if not Path(path).exists():
+            _writable(Path(path).parent)  # the file is made by the command that needs it
+            return
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=rw", uri=True)
+        try:
+            conn.execute("PRAGMA schema_version")
+        finally:
+            conn.close()
+    except (OSError, sqlite3.Error) as exc:
+        raise SettingError(DATABASE, f"{DATABASE}: cannot open {path}: {_reason(exc)}") from exc
+
+
+async def _connect_postgres(url: URL) -> None:
+    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    user = url.username or getpass.getuser()
+    where = f"{url.host or 'localhost'}:{url.port or 5432}"
+    try:
+        conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        message = f'{DATABASE}: cannot connect to {where} as "{user}": {_reason(exc)}'
+        raise SettingError(DATABASE, message) from exc
+    await conn.close()
+
+
+async def _ping_redis(url: str) -> None:
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+    client = Redis.from_url(
+        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=CONNECT_TIMEOUT
+    )
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        raise SettingError(REDIS, f"{REDIS}: no answer: {_reason(exc)}") from exc
+    finally:
+        await client.aclose()
+
+
+def _writable(folder: Path) -> None:
+    """`folder` exists (made if missing) and a file can be made in it; else OSError."""
+    _make_folder(folder)
+    with tempfile.TemporaryFile(dir=folder):
+        pass
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(0, f"{path} is a file, not a folder") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as the end of a one-line message."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {CONNECT_TIMEOUT:g} s"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the server running, on that port?)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror[:1].lower() + exc.strerror[1:]
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:1].lower() + text[1:]
