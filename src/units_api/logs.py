@@ -8,10 +8,13 @@ webhook secrets and the passwords of URLs are masked in whatever it says.
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
 import logging.config
 import os
 import re
+import select
 import sys
 import time
 from contextvars import ContextVar
@@ -63,8 +66,9 @@ class AccessLog:
     `units_api.access` logger, without the logging machinery (a record, a handler's lock, a
     formatter and a text stream's flush cost a cached read about a tenth of its throughput).
 
-    A line is one write on stderr's file descriptor: the lines of a server's processes,
-    sharing it, never cut into each other (a pipe writes up to `PIPE_BUF` bytes whole)."""
+    Lines are written whole on stderr's file descriptor, those of one turn of the event loop
+    together: the lines of a server's processes, sharing it, never cut into each other (a
+    pipe writes up to `PIPE_BUF` bytes whole)."""
 
     NAME = "units_api.access"
 
@@ -72,6 +76,10 @@ class AccessLog:
         self.logger = logging.getLogger(self.NAME)
         self._second = -1
         self._prefix = ""
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._scheduled = False
+        atexit.register(self.flush)
 
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
@@ -99,7 +107,34 @@ class AccessLog:
         line["path"] = path
         line["query"] = query
         line.update(fields)
-        data = orjson.dumps(line, default=str) + b"\n"
+        self._queue(orjson.dumps(line, default=str) + b"\n")
+
+    def _queue(self, data: bytes) -> None:
+        """Lines wait for the end of the event loop's turn and go in one write (a write per
+        line cost a cached read a tenth of its throughput), never more than PIPE_BUF bytes of
+        whole lines at once, so the lines of a server's processes still never cut into each
+        other. Outside an event loop, a line goes at once."""
+        if self._size + len(data) > select.PIPE_BUF:
+            self.flush()
+        self._pending.append(data)
+        self._size += len(data)
+        if self._scheduled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._scheduled = True
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._size = 0
         try:
             os.write(sys.stderr.fileno(), data)
         except (AttributeError, OSError, ValueError):  # a stream without a descriptor
