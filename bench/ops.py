@@ -12,16 +12,13 @@ median requests/s, p50 and p99 of each, their ratio, and CPU per request.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
-import os
 import shutil
 import statistics
 from typing import Any
 
 from harness import (
-    DEFAULT_DATABASE,
     RESULTS,
     cpu_seconds,
     free_port,
@@ -29,33 +26,15 @@ from harness import (
     run_wrk,
     start_server,
 )
-from write import prepare
+from write import parse_args, prepare
 
 from units_api.migrate import upgrade
 
 QUIET = {"UNITS_API_ACCESS_LOG": "false", "UNITS_API_REQUEST_METRICS": "false"}
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--units", type=int, default=100_000)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per run")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--workers", type=int, default=1, help="server worker processes")
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("UNITS_API_BENCH_DATABASE_URL", DEFAULT_DATABASE),
-    )
-    parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
-    return parser.parse_args()
-
-
 def main() -> None:
-    args = parse_args()
+    args = parse_args(__doc__, runs=5)
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
     if not args.reuse:

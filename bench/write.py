@@ -54,13 +54,14 @@ from units_api.webhooks.worker import fan_out
 SCENARIOS = {"GET one unit": "get", "POST create": "create", "PATCH one field": "patch"}
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(description: str | None = __doc__, runs: int = 3) -> argparse.Namespace:
+    """The options of a benchmark of single-unit requests (this one's, and ops.py's)."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        description=description, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--units", type=int, default=100_000)
     parser.add_argument("--duration", type=int, default=10, help="seconds per run")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=runs)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")

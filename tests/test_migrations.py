@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 from alembic import command
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 
 from tests.conftest import fresh_postgres
 from units_api.clock import utcnow
@@ -90,4 +93,45 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0015"
+    assert head_revision() == "0016"
+
+
+async def _admin(url: str, *statements: str) -> list[list[object]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [[row[0] for row in await conn.fetch(statement)] for statement in statements]
+    finally:
+        await conn.close()
+
+
+def test_without_leave_to_create_btree_gist_there_is_no_index_by_time() -> None:
+    """A role that may not create extensions migrates to the head all the same, without the
+    index of points by time; a superuser's migration builds it."""
+    with fresh_postgres("units_mig") as url:
+        role = f"units_plain_{uuid.uuid4().hex[:8]}"
+        asyncio.run(
+            _admin(
+                url,
+                f'CREATE ROLE "{role}" LOGIN',
+                f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"',
+                f"REVOKE CREATE ON DATABASE {make_url(url).database} FROM PUBLIC",
+            )
+        )
+        try:
+            command.upgrade(
+                alembic_config(
+                    make_url(url).set(username=role).render_as_string(hide_password=False)
+                ),
+                "head",
+            )
+            found = asyncio.run(
+                _admin(
+                    url,
+                    "SELECT version_num FROM alembic_version",
+                    "SELECT extname FROM pg_extension WHERE extname = 'btree_gist'",
+                    "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'ix_units_location%'",
+                )
+            )
+            assert found == [[head_revision()], [], ["ix_units_location"]]
+        finally:
+            asyncio.run(_admin(url, f'DROP OWNED BY "{role}" CASCADE', f'DROP ROLE "{role}"'))

@@ -49,6 +49,7 @@ from units_api.ops import router as ops_router
 from units_api.process import settle_collector
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
+from units_api.units.repository import located_by_time
 from units_api.units.router import ONE_UNIT_OPERATIONS
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
@@ -203,6 +204,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context = create_context(settings)
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
+        async with context.db.read() as conn:
+            context.located_by_time = await located_by_time(conn)
         await context.db.open_replicas(
             settings.replica_urls, settings.replica_max_lag_seconds, settings.db_pool_size
         )

@@ -34,6 +34,9 @@ class AppContext:
     storage: Storage
     # Set when a job is queued, so this process's job loop claims it without waiting.
     jobs_wake: asyncio.Event
+    # Whether the database has the index of points with their time (migration 0016), as
+    # looked up once at start (units.repository.located_by_time).
+    located_by_time: bool = False
 
 
 def app_context(request: Request) -> AppContext:

@@ -9,9 +9,10 @@ from sqlalchemy import ColumnElement
 
 from units_api.filters.evaluate import Predicate, compile_filter
 from units_api.filters.fields import Catalogue, Field, Location, model_fields
-from units_api.filters.geo import SHAPES
+from units_api.filters.geo import SHAPES, split
 from units_api.filters.sql import distance_from, to_condition
 from units_api.filters.tree import Comparison, Node, comparisons, required
+from units_api.filters.values import resolve
 from units_api.units.schemas import UnitFields
 from units_api.units.tables import FIELD_COLUMNS, units
 
@@ -48,6 +49,19 @@ def unit_condition(node: Node | None, dialect: str, parameter: str = "p") -> Col
 def located(node: Node | None) -> bool:
     """Whether a filter searches the map."""
     return node is not None and any(found.operator in SHAPES for found in comparisons(node))
+
+
+def bounded(node: Node | None) -> bool:
+    """Whether every match of a filter is in one box an index can walk: an `=inside=`, or a
+    `=within=` that does not cross the antimeridian, joined to the rest by AND."""
+    return node is not None and any(_one_box(found) for found in required(node))
+
+
+def _one_box(found: Comparison) -> bool:
+    if found.operator == "within":
+        _, (box,) = resolve(found, UNIT_CATALOGUE, "p")
+        return len(split(box)) == 1
+    return found.operator == "inside"
 
 
 def unit_near(node: Node | None) -> Comparison | None:

@@ -35,7 +35,7 @@ from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import CHANGE_VERSION, CountCache, estimate, exact_count
 from units_api.units.fields import RELEVANCE, SortKey
-from units_api.units.filtering import located, unit_condition
+from units_api.units.filtering import bounded, located, unit_condition
 from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 from units_api.units.sorting import (
@@ -141,6 +141,17 @@ def _newest_matches_alone(db: Database, params: ListParams, policy: Node | None)
     )
 
 
+def _located_by_time(params: ListParams, policy: Node | None) -> bool:
+    """A map search in a box or polygon in creation order: read through the index of points
+    with their time (repository.located_page_query), where there is one."""
+    return (
+        (bounded(params.filter) or bounded(policy))
+        and len(params.sort) == 1
+        and params.sort[0].field == "createdAt"
+        and not params.words
+    )
+
+
 def _ranked_alone(params: ListParams, policy: Node | None) -> bool:
     """A search alone by relevance, then recency: read tier by tier
     (search.index.ranked_matches)."""
@@ -241,8 +252,13 @@ def _page_query(
     distance: Computed,
     offset: int,
     first: Words,
+    by_time: bool,
 ) -> Select[Any]:
-    """The statement of a page of the list, but for a search alone by relevance."""
+    """The statement of a page of the list, but for a search alone by relevance. `by_time`:
+    the database has the index of points with their time (repository.located_by_time)."""
+    if by_time and _located_by_time(params, policy):
+        descending = params.sort[0].descending
+        return repository.located_page_query(condition, descending, params.limit + 1, offset)
     # A map search finds its page in the index of the points (repository.page_query).
     from_index = located(params.filter) or located(policy)
     if _newest_matches_alone(db, params, policy):
@@ -269,7 +285,10 @@ async def list_units(
     policy: Node | None,
     count_budget_ms: int | None = None,
     few_matches: int = FEW_MATCHES,
+    located_by_time: bool = False,
 ) -> dict[str, Any]:
+    """A page of the list; `located_by_time`: whether the database has the index of points
+    with their time (repository.located_by_time)."""
     offset = (params.page - 1) * params.limit
 
     few = min(few_matches, SQLITE_FEW_MATCHES) if db.dialect == "sqlite" else few_matches
@@ -291,7 +310,9 @@ async def list_units(
         if ranked is not None:
             docs, version, values = ranked
         else:
-            query = _page_query(db, params, policy, filtered, condition, distance, offset, first)
+            query = _page_query(
+                db, params, policy, filtered, condition, distance, offset, first, located_by_time
+            )
             docs, version, values = await repository.read_page(conn, query)
         counts.saw(version)
         mode: str = params.count

@@ -168,6 +168,7 @@ async def list_units(request: Request) -> Response:
         principal.policy_tree,
         context.settings.count_budget_ms,
         context.settings.search_few_matches,
+        context.located_by_time,
     )
     return JSONResponse(page_body, headers={"Link": link_header(page_body["links"])})
 

@@ -111,6 +111,9 @@ Index(
     postgresql_using="gist",
     postgresql_include=["lng", "lat", "created_at", "id"],
 ).ddl_if(dialect="postgresql")
+# Where the server has btree_gist, migration 0016 adds `ix_units_location_created_at`, the
+# points with their creation time, for map search pages in creation order
+# (units/repository.located_page_query); it is not declared here, as it may be absent.
 
 COUNTER_SHARDS = 16
 
