@@ -22,6 +22,7 @@ from units_api import metrics, tracing
 from units_api.auth.access import authenticate
 from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
+from units_api.background import start_background
 from units_api.config import Settings
 from units_api.context import AppContext
 from units_api.db import Database, create_engine
@@ -42,7 +43,6 @@ from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
 from units_api.imports.router import router as imports_router
-from units_api.jobs.runner import start_background
 from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router

@@ -195,7 +195,7 @@ def worker(
     """
     from units_api import metrics
     from units_api.app import create_context
-    from units_api.jobs.runner import start_background
+    from units_api.background import start_background
     from units_api.ops import serve_operations
 
     settings = _settings(services=True)

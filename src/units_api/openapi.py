@@ -49,8 +49,7 @@ from units_api.webhooks.schemas import (
     WebhookPatch,
     WebhookRead,
 )
-from units_api.webhooks.service import ROTATION_GRACE
-from units_api.webhooks.worker import RETRY_DELAYS
+from units_api.webhooks.service import RETRY_DELAYS, ROTATION_GRACE
 
 _SEARCHED = ", ".join(f"`{name}`" for name in SEARCH_FIELDS[:-1]) + f" or `{SEARCH_FIELDS[-1]}`"
 DESCRIPTION = f"""\

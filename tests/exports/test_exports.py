@@ -31,7 +31,7 @@ from units_api.exports.formats import (
 )
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
-from units_api.jobs.scheduler import expire_files
+from units_api.jobs.housekeeping import expire_files
 from units_api.jobs.tables import jobs
 from units_api.sample_data import fake_unit
 

@@ -17,7 +17,7 @@ from tests.imports.test_imports import project_units, run_import
 from tests.test_cli import free_port
 from units_api.clock import utcnow
 from units_api.config import Settings
-from units_api.jobs.scheduler import expire_files
+from units_api.jobs.housekeeping import expire_files
 from units_api.jobs.storage import ObjectStorage
 from units_api.jobs.tables import jobs
 

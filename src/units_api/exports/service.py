@@ -7,7 +7,6 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from units_api.exports.formats import (
     DOCUMENT_ORDER,
     GZIP_MEDIA_TYPE,
     MEDIA_TYPES,
-    ExportError,
     columns_for,
     file_extension,
     open_writer,
@@ -35,8 +33,6 @@ from units_api.exports.schemas import ExportCreate
 from units_api.filters.parser import parse_filter
 from units_api.jobs import queue
 from units_api.jobs.work import (
-    JobContext,
-    JobFailed,
     Progress,
     take,
 )
@@ -204,35 +200,6 @@ async def _copied_documents(conn: AsyncConnection, query: Any) -> AsyncIterator[
 
 def file_key(job_id: uuid.UUID, params: ExportParams) -> str:
     return f"exports/{job_id}.{file_extension(params.format, params.compression)}"
-
-
-async def run_export_job(context: JobContext) -> dict[str, Any]:
-    """The job's body: write the file, then hand it to storage whole."""
-    claim = context.claim
-    params = ExportParams.of(claim.params)
-    path = context.storage.scratch("." + file_extension(params.format, params.compression))
-    # Read on a replica when one is up and caught up now (a job's process lives for one job:
-    # checked once, not watched).
-    settings = context.settings
-    await context.db.open_replicas(
-        settings.replica_urls, settings.replica_max_lag_seconds, pool_size=1, watch=False
-    )
-    try:
-        rows, size = await write_export(context.db, params, path, context.progress)
-        context.check_parent()
-        key = file_key(claim.id, params)
-        await context.storage.put(key, path)
-    except ExportError as exc:
-        raise JobFailed(str(exc)) from None
-    finally:
-        path.unlink(missing_ok=True)
-    expires = utcnow() + timedelta(hours=context.settings.export_ttl_hours)
-    return {
-        "row_count": rows,
-        "bytes": size,
-        "expires_at": expires,
-        "result": orjson.dumps({"file": key, "place": context.storage.place()}).decode(),
-    }
 
 
 @dataclass(frozen=True, slots=True)

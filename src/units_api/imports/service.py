@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -37,7 +36,7 @@ from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
 from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
 from units_api.jobs import queue
-from units_api.jobs.work import JobContext, JobFailed, take
+from units_api.jobs.work import JobFailed, take
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_predicate
@@ -439,28 +438,3 @@ async def create(
     return await queue.enqueue(
         conn, KIND, params.as_params(), owner_key_id=who.key_id, job_id=job_id
     )
-
-
-async def run_import_job(context: JobContext) -> dict[str, Any]:
-    """The job's body: fetch the uploaded file, import it, report."""
-    params = ImportParams.of(context.claim.params)
-    path = context.storage.scratch("." + params.format)
-    try:
-        await context.storage.fetch(params.file, path)
-        size = (await anyio.Path(path).stat()).st_size
-        report = await run_import(
-            context.db,
-            params,
-            path,
-            context.settings.vocabularies,
-            context,
-            context.claim.checkpoint,
-            context.settings.max_import_expanded_bytes,
-        )
-    finally:
-        await anyio.Path(path).unlink(missing_ok=True)
-    return {
-        "row_count": report.row,
-        "bytes": size,
-        "result": orjson.dumps(report.result()).decode(),
-    }

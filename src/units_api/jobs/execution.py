@@ -20,7 +20,6 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
@@ -32,7 +31,7 @@ from units_api.db import Database, create_engine
 from units_api.errors import bound_error
 from units_api.events.recorder import record_job_event
 from units_api.http.json import dumps
-from units_api.jobs import queue
+from units_api.jobs import kinds, loop, queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import open_storage
@@ -40,20 +39,10 @@ from units_api.jobs.work import JobContext, JobFailed
 from units_api.process import settle_collector, yield_cpu
 
 log = logging.getLogger(__name__)
-KINDS = ("export", "import")
 # A job that failed unexpectedly (the database went away...) is tried again after this long.
 RETRY_AFTER = timedelta(seconds=30)
 CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
-
-Body = Callable[[JobContext], Awaitable[dict[str, Any]]]
-
-
-def _bodies() -> dict[str, Body]:
-    from units_api.exports.service import run_export_job
-    from units_api.imports.service import run_import_job
-
-    return {"export": run_export_job, "import": run_import_job}
 
 
 async def end_job(context: JobContext, status: str, **values: Any) -> None:
@@ -82,7 +71,7 @@ async def run_claimed(context: JobContext) -> None:
     claim = context.claim
     try:
         try:
-            values = await _bodies()[claim.kind](context)
+            values = await kinds.kind(claim.kind).body(context)
         except JobFailed as exc:
             # the input's own fault (a bad file...): retrying cannot fix it
             error = bound_error(str(exc))
@@ -129,9 +118,8 @@ def child_main(
     from units_api.logs import configure_logging
 
     os.environ.update(storage_env)
-    # Requests first. An export holds no lock, so it takes only CPU time nothing else wants;
-    # an import holds row locks (on SQLite the only write lock), so it must not stall.
-    yield_cpu(idle=claim.kind == "export")
+    # Requests first: at a lowered priority, or in the idle class if the kind allows it.
+    yield_cpu(idle=kinds.kind(claim.kind).idle)
     configured = Settings(**settings)
     configure_logging(configured.log_level)
     tracing.configure_from_environment()
@@ -180,9 +168,7 @@ def _process_context() -> Any:
     if sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")
         # What a job needs, and not the web application (a smaller process).
-        context.set_forkserver_preload(
-            ["units_api.jobs.execution", "units_api.exports.service", "units_api.imports.service"]
-        )
+        context.set_forkserver_preload(["units_api.jobs.execution", *kinds.MODULES])
         return context
     return multiprocessing.get_context("spawn")
 
@@ -199,26 +185,26 @@ class JobRunner:
         self._processes = _process_context()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
+        """Until `stop`: claim jobs while there is room, then wait for a wake-up (a job
+        queued here), a job's end, or the next poll; asked to stop, waits for the jobs
+        under way (each stops its child and releases its job)."""
         running: set[asyncio.Task[None]] = set()
-        while not stop.is_set():
-            try:
-                while len(running) < self.settings.job_processes:
-                    claim = await queue.claim(self.db, self.owner, self.lease, KINDS)
-                    if claim is None:
-                        break
-                    running.add(asyncio.create_task(self._supervise(claim, stop)))
-            except Exception:
-                log.exception("claiming a job failed; retrying")
+        ended = asyncio.Event()
+
+        async def step() -> loop.Pause:
             self.wake.clear()
-            waits = [asyncio.create_task(stop.wait()), asyncio.create_task(self.wake.wait())]
-            await asyncio.wait(
-                [*waits, *running],
-                timeout=self.settings.job_poll_seconds,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            for task in waits:
-                task.cancel()
-            running = {task for task in running if not task.done()}
+            ended.clear()
+            while len(running) < self.settings.job_processes:
+                claim = await queue.claim(self.db, self.owner, self.lease, kinds.names())
+                if claim is None:
+                    break
+                task = asyncio.create_task(self._supervise(claim, stop))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                task.add_done_callback(lambda _: ended.set())
+            return loop.Pause(self.settings.job_poll_seconds, (self.wake, ended))
+
+        await loop.run("jobs", step, stop, self.settings.job_poll_seconds)
         if running:
             await asyncio.gather(*running, return_exceptions=True)
 

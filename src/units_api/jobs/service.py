@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import format_time, utcnow
 from units_api.errors import NotFound, bound_error
 from units_api.http.paging import UUID, Keyset
+from units_api.jobs.kinds import kind
 from units_api.jobs.queue import EXPIRED, SUCCEEDED
 from units_api.jobs.tables import jobs
 
@@ -37,26 +38,7 @@ def render(row: RowMapping) -> dict[str, Any]:
         "expiresAt": format_time(row["expires_at"]),
         "error": bound_error(row["error"]),
     }
-    if row["kind"] == "export":
-        job.update(
-            compression=params["compression"],
-            filter=params.get("filter"),
-            q=params.get("q"),
-            fields=params.get("fields"),
-        )
-    else:
-        job.update(
-            mode=params["mode"],
-            dryRun=params["dryRun"],
-            atomic=params["atomic"],
-            rowsTotal=result.get("rowsTotal"),
-            rowsOk=result.get("rowsOk"),
-            rowsFailed=result.get("rowsFailed"),
-            rowsCreated=result.get("rowsCreated"),
-            rowsUpdated=result.get("rowsUpdated"),
-            rowsUnchanged=result.get("rowsUnchanged"),
-            errors=_bounded_errors(result.get("errors")),
-        )
+    job.update(kind(row["kind"]).fields(params, result))
     return job
 
 
@@ -70,12 +52,6 @@ def _status(row: RowMapping) -> str:
         if expires_at <= utcnow():
             return EXPIRED
     return str(row["status"])
-
-
-def _bounded_errors(errors: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    if not errors:
-        return errors
-    return [{**error, "message": bound_error(error.get("message"))} for error in errors]
 
 
 def _visible(owner_key_id: uuid.UUID | None) -> Any:

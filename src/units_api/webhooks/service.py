@@ -1,4 +1,5 @@
-"""Webhooks: subscriptions, their secrets, the delivery log, test pings and redelivery."""
+"""Webhooks: subscriptions, their secrets, the delivery log, test pings and redelivery; the
+rules for retrying a delivery and disabling a webhook (the worker's and the admin's)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import base64
 import logging
 import secrets as random
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from random import uniform
 from typing import Any
 
 import orjson
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.clock import format_time, utcnow
+from units_api.clock import duration_text, format_time, utcnow
 from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
 from units_api.events import repository as events_repository
 from units_api.events.types import EVENT_TYPES, TEST_EVENT_TYPE
@@ -177,8 +180,9 @@ async def update(
             "since_pos": await _head(conn),
         }
     elif spec.enabled is False and row["enabled"]:
-        values |= {"enabled": False, "disabled_reason": "Disabled by an administrator."}
-        await repository.fail_pending(conn, webhook_id, "The webhook was disabled.")
+        await disable(
+            conn, webhook_id, ADMIN_DISABLED, values["updated_at"], "The webhook was disabled."
+        )
     await repository.change(conn, webhook_id, values)
     return render(await get(conn, webhook_id))
 
@@ -341,3 +345,100 @@ async def record_test(
             }
         ],
     )
+
+
+# Retries and disabling: what the delivery worker does after an attempt, and how a webhook is
+# disabled (by its endpoint's failures, or by an administrator).
+
+# After the first attempt fails: about 5 s, 5 min, 30 min, 2 h, 5 h and 10 h, then failed.
+RETRY_DELAYS = (5, 300, 1800, 7200, 18000, 36000)
+MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
+JITTER = 0.1
+FAILING_WINDOW = timedelta(hours=24)
+_FAILING_TEXT = duration_text(FAILING_WINDOW.total_seconds())
+# A claim outlives the longest attempt (the send timeout) by this much.
+LEASE_MARGIN = 10.0
+ADMIN_DISABLED = "Disabled by an administrator."
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Retry timing. `scale` shortens every wait after the first retry and the failing
+    window (tests only)."""
+
+    timeout: float
+    scale: float = 1.0
+
+    def retry_delay(self, attempts: int, asked: float | None) -> float:
+        base = float(RETRY_DELAYS[attempts - 1])
+        if attempts > 1:
+            base *= self.scale
+        delay = base * uniform(1 - JITTER, 1 + JITTER)
+        return max(delay, asked) if asked is not None else delay
+
+    @property
+    def failing_window(self) -> timedelta:
+        return FAILING_WINDOW * self.scale
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.timeout + LEASE_MARGIN)
+
+
+def after_attempt(
+    attempts: int, attempt: Attempt, has_body: bool, timing: Timing, now: datetime
+) -> tuple[str, datetime | None]:
+    """The status a delivery is left in after its `attempts`-th attempt, and when it is tried
+    next: succeeded; failed for good (the event is no longer kept, the endpoint answered 410,
+    or no attempt is left); else pending, after the retry schedule's delay (or the endpoint's
+    Retry-After, if longer)."""
+    if attempt.ok:
+        return SUCCEEDED, None
+    if not has_body or attempt.status_code == 410 or attempts >= MAX_ATTEMPTS:
+        return FAILED, None
+    delay = timing.retry_delay(attempts, attempt.retry_after)
+    return PENDING, now + timedelta(seconds=delay)
+
+
+async def judge_endpoints(
+    conn: AsyncConnection,
+    succeeded: set[uuid.UUID],
+    failed: dict[uuid.UUID, Attempt],
+    now: datetime,
+    timing: Timing,
+) -> None:
+    """After a batch of attempts: a success clears an endpoint's failing streak; a 410
+    disables it at once, and so does failing every delivery for the failing window."""
+    await repository.clear_failing(conn, succeeded)
+    for webhook_id, attempt in failed.items():
+        if webhook_id in succeeded:
+            continue
+        hook = await repository.by_id(conn, webhook_id, lock=True)
+        if hook is None or not hook["enabled"]:
+            continue
+        reason = None
+        if attempt.status_code == 410:
+            reason = "The endpoint answered 410 Gone."
+        elif hook["failing_since"] is None:
+            await repository.change(conn, webhook_id, {"failing_since": now})
+        elif now - hook["failing_since"] >= timing.failing_window:
+            reason = f"Every delivery failed for {_FAILING_TEXT}."
+        if reason is not None:
+            await disable(conn, webhook_id, reason, now)
+
+
+async def disable(
+    conn: AsyncConnection,
+    webhook_id: uuid.UUID,
+    reason: str,
+    now: datetime,
+    pending_error: str | None = None,
+) -> None:
+    """Disable a webhook for `reason`; its pending deliveries fail with `pending_error`
+    (by default: not sent, and why)."""
+    await repository.change(
+        conn,
+        webhook_id,
+        {"enabled": False, "disabled_reason": reason, "failing_since": None, "updated_at": now},
+    )
+    await repository.fail_pending(conn, webhook_id, pending_error or f"Not sent: {reason}")

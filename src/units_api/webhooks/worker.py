@@ -16,20 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy.engine import Row, RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api import metrics, tracing
-from units_api.clock import duration_text, utcnow
+from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import bound_error
 from units_api.events import repository as events_repository
@@ -37,23 +35,21 @@ from units_api.events.sequencer import sequence
 from units_api.events.service import event_unit
 from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
+from units_api.jobs import loop
 from units_api.units.filtering import unit_predicate
 from units_api.webhooks import repository
 from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED
 from units_api.webhooks.sender import Attempt, Sender
-from units_api.webhooks.service import signing_secrets
+from units_api.webhooks.service import (
+    Timing,
+    after_attempt,
+    judge_endpoints,
+    signing_secrets,
+)
 
 log = logging.getLogger(__name__)
 
 FAN_OUT_BATCH = 1000
-# After the first attempt fails: about 5 s, 5 min, 30 min, 2 h, 5 h and 10 h, then failed.
-RETRY_DELAYS = (5, 300, 1800, 7200, 18000, 36000)
-MAX_ATTEMPTS = len(RETRY_DELAYS) + 1
-JITTER = 0.1
-FAILING_WINDOW = timedelta(hours=24)
-_FAILING_TEXT = duration_text(FAILING_WINDOW.total_seconds())
-# A claim outlives the longest attempt (the send timeout) by this much.
-LEASE_MARGIN = 10.0
 RECORD_PAUSE = 0.005
 # Steps over new events (numbering, fan-out) start at least this far apart: under a stream
 # of writes every commit wakes the worker, and a step per commit would cost the writes more
@@ -61,30 +57,6 @@ RECORD_PAUSE = 0.005
 EVENTS_STEP_GAP = 0.1
 # An attempt's outcome in the metrics, by the status it leaves its delivery in.
 OUTCOMES = {SUCCEEDED: "succeeded", PENDING: "retrying", FAILED: "failed"}
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """Retry timing. `scale` shortens every wait after the first retry and the failing
-    window (tests only)."""
-
-    timeout: float
-    scale: float = 1.0
-
-    def retry_delay(self, attempts: int, asked: float | None) -> float:
-        base = float(RETRY_DELAYS[attempts - 1])
-        if attempts > 1:
-            base *= self.scale
-        delay = base * random.uniform(1 - JITTER, 1 + JITTER)
-        return max(delay, asked) if asked is not None else delay
-
-    @property
-    def failing_window(self) -> timedelta:
-        return FAILING_WINDOW * self.scale
-
-    @property
-    def lease(self) -> timedelta:
-        return timedelta(seconds=self.timeout + LEASE_MARGIN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,16 +241,12 @@ class Deliverer:
                 _log_failure(job, attempt)
         async with self.db.transaction() as conn:
             await repository.record(conn, rows)
-            await self._judge_endpoints(conn, succeeded, failed, now)
+            await judge_endpoints(conn, succeeded, failed, now, self.timing)
 
     def _result_row(self, job: _Job, attempt: Attempt, now: datetime) -> dict[str, Any]:
-        if attempt.ok:
-            status, next_at = SUCCEEDED, None
-        elif job.body is None or attempt.status_code == 410 or job.attempts >= MAX_ATTEMPTS:
-            status, next_at = FAILED, None
-        else:
-            delay = self.timing.retry_delay(job.attempts, attempt.retry_after)
-            status, next_at = PENDING, now + timedelta(seconds=delay)
+        status, next_at = after_attempt(
+            job.attempts, attempt, job.body is not None, self.timing, now
+        )
         return {
             "attempt_id": uuid7(),
             "delivery_id": job.delivery_id,
@@ -291,32 +259,6 @@ class Deliverer:
             "duration": attempt.duration_ms,
             "response": attempt.response,
         }
-
-    async def _judge_endpoints(
-        self,
-        conn: AsyncConnection,
-        succeeded: set[uuid.UUID],
-        failed: dict[uuid.UUID, Attempt],
-        now: datetime,
-    ) -> None:
-        """A success clears an endpoint's failing streak; a 410 disables it at once, and so
-        does failing every delivery for the failing window."""
-        await repository.clear_failing(conn, succeeded)
-        for webhook_id, attempt in failed.items():
-            if webhook_id in succeeded:
-                continue
-            hook = await repository.by_id(conn, webhook_id, lock=True)
-            if hook is None or not hook["enabled"]:
-                continue
-            reason = None
-            if attempt.status_code == 410:
-                reason = "The endpoint answered 410 Gone."
-            elif hook["failing_since"] is None:
-                await repository.change(conn, webhook_id, {"failing_since": now})
-            elif now - hook["failing_since"] >= self.timing.failing_window:
-                reason = f"Every delivery failed for {_FAILING_TEXT}."
-            if reason is not None:
-                await disable(conn, webhook_id, reason, now)
 
     async def cancel(self) -> None:
         """Stop the sends under way (their claims lapse and they are sent again), and record
@@ -346,25 +288,6 @@ def _log_failure(job: _Job, attempt: Attempt) -> None:
     )
 
 
-async def disable(conn: AsyncConnection, webhook_id: uuid.UUID, reason: str, now: datetime) -> None:
-    await repository.change(
-        conn,
-        webhook_id,
-        {"enabled": False, "disabled_reason": reason, "failing_since": None, "updated_at": now},
-    )
-    await repository.fail_pending(conn, webhook_id, f"Not sent: {reason}")
-
-
-async def wait_any(events: Sequence[asyncio.Event], seconds: float) -> None:
-    """Until one of `events` is set, or `seconds` have passed."""
-    waiters = [asyncio.create_task(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-
-
 async def run_forever(
     db: Database,
     sender: Sender,
@@ -378,32 +301,31 @@ async def run_forever(
     a transaction) leaves no transaction half-done."""
     deliverer = Deliverer(db, sender, timing)
     looked = -poll
+
+    async def step() -> loop.Pause:
+        nonlocal looked
+        if deliverer.done.is_set() and not wake.is_set():
+            # Sends finish one by one: gather a few before recording them together.
+            await asyncio.sleep(RECORD_PAUSE)
+        since = time.monotonic() - looked
+        new_events = (wake.is_set() and since >= EVENTS_STEP_GAP) or since >= poll
+        deliverer.done.clear()
+        if new_events:
+            wake.clear()
+            looked = time.monotonic()
+            # Waiting on a step under way elsewhere (milliseconds) rather than leaving to it
+            # what committed after its snapshot: the first attempt goes out now.
+            await sequence(db)
+            await fan_out(db)
+        await deliverer.step()
+        if wake.is_set():
+            # Events written since the last step wait out the gap (what is written meanwhile
+            # joins them); finished sends are still recorded as they come.
+            rest = max(0.0, looked + EVENTS_STEP_GAP - time.monotonic())
+            return loop.Pause(rest, (deliverer.done,))
+        return loop.Pause(poll, (wake, deliverer.done))
+
     try:
-        while not stop.is_set():
-            since = time.monotonic() - looked
-            new_events = (wake.is_set() and since >= EVENTS_STEP_GAP) or since >= poll
-            deliverer.done.clear()
-            try:
-                if new_events:
-                    wake.clear()
-                    looked = time.monotonic()
-                    # Waiting on a step under way elsewhere (milliseconds) rather than
-                    # leaving to it what committed after its snapshot: the first attempt
-                    # goes out now.
-                    await sequence(db)
-                    await fan_out(db)
-                await deliverer.step()
-            except Exception:
-                log.exception("webhook delivery failed; retrying")
-            if wake.is_set():
-                # Events written since the last step wait out the gap (what is written
-                # meanwhile joins them); finished sends are still recorded as they come.
-                rest = max(0.0, looked + EVENTS_STEP_GAP - time.monotonic())
-                await wait_any((deliverer.done, stop), rest)
-            else:
-                await wait_any((wake, deliverer.done, stop), poll)
-            if deliverer.done.is_set() and not wake.is_set():
-                # Sends finish one by one: gather a few before recording them together.
-                await asyncio.sleep(RECORD_PAUSE)
+        await loop.run("webhooks", step, stop, poll)
     finally:
         await deliverer.cancel()

@@ -1,0 +1,96 @@
+"""A process's background work, started in one place: by the app's lifespan (`serve`) and by
+`units-api worker`.
+
+Always: announcing this process's events to workers elsewhere (`events/wakeup.py`,
+PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a loop of
+`jobs/loop.py`:
+
+- the unit schedule (`units/schedule.run_due`): scheduled publications, expired reservations;
+- housekeeping (`jobs/housekeeping.run_housekeeping`);
+- the event worker (`webhooks/worker.run_forever`): feed numbering, fan-out, delivery;
+- the job runner (`jobs/execution.JobRunner`): exports, imports, any kind in `jobs/kinds.py`.
+
+A new periodic task is a step function (one round of work, in transactions it opens itself)
+and one `_periodic` line in `start_background`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from units_api.context import AppContext
+from units_api.events.wakeup import Wakeup
+from units_api.jobs import loop
+from units_api.jobs.execution import JobRunner
+from units_api.jobs.housekeeping import HOUSEKEEPING_EVERY, run_housekeeping
+from units_api.units.schedule import run_due
+from units_api.webhooks import worker
+from units_api.webhooks.service import Timing
+
+# How long a stopping process lets its loops finish the step they are in.
+STOP_GRACE = 10.0
+
+
+@dataclass(slots=True)
+class Background:
+    """Loops stop between steps when asked, so no transaction is cut in the middle; what
+    still runs after STOP_GRACE is cancelled."""
+
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.tasks:
+            _, late = await asyncio.wait(self.tasks, timeout=STOP_GRACE)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    async def wait(self) -> None:
+        await asyncio.gather(*self.tasks)
+
+
+def _periodic(
+    name: str, every: float, work: Callable[[], Awaitable[Any]], stop: asyncio.Event
+) -> asyncio.Task[None]:
+    """A loop that runs `work` at start and then every `every` seconds."""
+
+    async def step() -> loop.Pause:
+        await work()
+        return loop.Pause(every)
+
+    return asyncio.create_task(loop.run(name, step, stop, every))
+
+
+def start_background(context: AppContext, listen: bool) -> Background:
+    settings = context.settings
+    background = Background()
+    stop = background.stop
+    wakeup = Wakeup(context.db)
+    background.tasks.append(asyncio.create_task(wakeup.run(listen, stop)))
+    if not listen:
+        return background
+    db = context.db
+    timing = Timing(settings.webhook_timeout_seconds, settings.webhook_time_scale)
+    background.tasks += [
+        _periodic("schedule", settings.jobs_interval_seconds, lambda: run_due(db), stop),
+        _periodic(
+            "housekeeping",
+            HOUSEKEEPING_EVERY,
+            lambda: run_housekeeping(
+                db, settings.events_retention_days, context.idempotency, context.storage
+            ),
+            stop,
+        ),
+        asyncio.create_task(
+            worker.run_forever(
+                db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop
+            )
+        ),
+        asyncio.create_task(JobRunner(db, settings, context.jobs_wake).run_forever(stop)),
+    ]
+    return background

@@ -1,0 +1,57 @@
+"""The export job: its body (run in a job's child process) and how it shows in the API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from units_api.clock import utcnow
+from units_api.exports.formats import ExportError, file_extension
+from units_api.exports.service import KIND, ExportParams, file_key, write_export
+from units_api.jobs.kinds import JobKind
+from units_api.jobs.work import JobContext, JobFailed
+
+
+async def run_export_job(context: JobContext) -> dict[str, Any]:
+    """The job's body: write the file, then hand it to storage whole."""
+    claim = context.claim
+    params = ExportParams.of(claim.params)
+    path = context.storage.scratch("." + file_extension(params.format, params.compression))
+    # Read on a replica when one is up and caught up now (a job's process lives for one job:
+    # checked once, not watched).
+    settings = context.settings
+    await context.db.open_replicas(
+        settings.replica_urls, settings.replica_max_lag_seconds, pool_size=1, watch=False
+    )
+    try:
+        rows, size = await write_export(context.db, params, path, context.progress)
+        context.check_parent()
+        key = file_key(claim.id, params)
+        await context.storage.put(key, path)
+    except ExportError as exc:
+        raise JobFailed(str(exc)) from None
+    finally:
+        path.unlink(missing_ok=True)
+    expires = utcnow() + timedelta(hours=context.settings.export_ttl_hours)
+    return {
+        "row_count": rows,
+        "bytes": size,
+        "expires_at": expires,
+        "result": orjson.dumps({"file": key, "place": context.storage.place()}).decode(),
+    }
+
+
+def fields(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "compression": params["compression"],
+        "filter": params.get("filter"),
+        "q": params.get("q"),
+        "fields": params.get("fields"),
+    }
+
+
+# An export holds no lock, so it takes only CPU time nothing else wants.
+JOB = JobKind(KIND, run_export_job, fields, idle=True)

@@ -1,0 +1,57 @@
+"""The background loops' skeleton (jobs/loop.py) and the registry of job kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import typing
+
+import pytest
+
+from units_api.jobs import kinds, loop
+from units_api.jobs.schemas import Job
+
+
+def test_every_kind_is_registered_and_documented() -> None:
+    registered = kinds.names()
+    assert set(registered) == set(typing.get_args(Job.model_fields["kind"].annotation))
+    for name in registered:
+        kind = kinds.kind(name)
+        assert kind.name == name
+        assert kind.fields.__module__ == kind.body.__module__  # one module holds the kind
+
+
+def test_failures_in_a_row_back_off_from_the_loops_retry() -> None:
+    assert [loop.backoff(1.0, n) for n in (1, 2, 3)] == [1.0, 2.0, 4.0]
+    assert loop.backoff(1.0, 50) == loop.BACKOFF_LIMIT
+    assert loop.backoff(600.0, 3) == 600.0  # a retry longer than the limit stays as it is
+
+
+async def test_a_loop_logs_failures_backs_off_and_wakes_early(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "BACKOFF_LIMIT", 0.05)
+    stop, wake = asyncio.Event(), asyncio.Event()
+    calls: list[str] = []
+
+    async def step() -> loop.Pause:
+        calls.append("step")
+        if len(calls) <= 2:
+            raise RuntimeError("the database went away")
+        if len(calls) == 4:
+            stop.set()  # the loop ends after this step, not in it
+        return loop.Pause(3600, (wake,))
+
+    caplog.set_level(logging.ERROR, logger=loop.__name__)
+    running = asyncio.create_task(loop.run("test", step, stop, 0.01))
+    for _ in range(200):
+        if len(calls) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert len(calls) == 3  # two failures, each retried, then a step that waits an hour
+    wake.set()  # ... and a wake-up cuts the wait short
+    await asyncio.wait_for(running, 5)
+    assert len(calls) == 4
+    failures = [record for record in caplog.records if record.name == loop.__name__]
+    assert [record.__dict__["failures"] for record in failures] == [1, 2]
+    assert all(record.__dict__["loop"] == "test" and record.exc_info for record in failures)
