@@ -19,6 +19,7 @@ function, `units_distance`, that PostgreSQL inlines), its Python functions calle
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
@@ -233,30 +234,43 @@ def exact(lng: Any, lat: Any, shape: geo.Shape, dialect: str) -> ColumnElement[b
 def _inside(lng: Any, lat: Any, shape: geo.Polygon, dialect: str) -> ColumnElement[bool]:
     """`filters.geo.inside`, asked only of the points the polygon's bands leave undecided
     (geo.banded, written here with the same comparisons): most points of a polygon are then
-    decided by a few comparisons. Written as text, with the values bound: built as an
-    expression, it cost a request more than the query itself."""
+    decided by a few comparisons. Written as text (built as an expression, it cost a request
+    more than the query itself), the bands' numbers in it (see `_banded`)."""
     x, y = f"{lng.table.name}.{lng.name}", f"{lat.table.name}.{lat.name}"
     if dialect == "postgresql":
         test, binds = _pg_inside(x, y, shape)
     else:
         polygon: BindParameter[Any] = bindparam("polygon", geo.polygon_text(shape), unique=True)
         test, binds = f"units_inside({x}, {y}, :polygon) = 1", [polygon]
+    decided = _banded(x, y, shape)
+    if decided is None:
+        return and_(text(test).bindparams(*binds))
+    sql = (
+        f"(CASE {decided} WHEN {geo.INSIDE} THEN TRUE WHEN {geo.OUTSIDE} THEN FALSE "
+        f"ELSE {test} END)"
+    )
+    return and_(text(sql).bindparams(*binds))
+
+
+@lru_cache(maxsize=256)
+def _banded(x: str, y: str, shape: geo.Polygon) -> str | None:
+    """`geo.banded` in SQL for the point (x, y): a CASE finding the point's band in a few
+    comparisons of its latitude, then the band's decision. The bands' numbers are written in
+    (each `repr` of a float, read back as that float): bound, their hundreds of parameters
+    cost a request more than the rest of its statement. Only a polygon's rim depends on them
+    to the last bit, and the bands keep BAND_MARGIN away from every edge, so even a reader
+    rounding them differently decides no point otherwise than the exact test."""
     found = geo.bands(shape)
     if not found:
-        return and_(text(test).bindparams(*binds))
-
-    def value(number: float) -> str:
-        name = f"band{len(binds)}"
-        binds.append(bindparam(name, number, _DOUBLE, unique=True))
-        return f":{name}"
+        return None
 
     def leaf(band: geo.Band) -> str:
-        stretches = [f"({x} >= {value(w)} AND {x} <= {value(e)})" for w, e in band.stretches]
+        stretches = [f"({x} >= {w!r} AND {x} <= {e!r})" for w, e in band.stretches]
         inside = f"WHEN {' OR '.join(stretches)} THEN {geo.INSIDE} " if stretches else ""
-        south, north = value(band.south + geo.BAND_MARGIN), value(band.north - geo.BAND_MARGIN)
+        south, north = band.south + geo.BAND_MARGIN, band.north - geo.BAND_MARGIN
         return (
-            f"CASE WHEN {y} > {south} AND {y} < {north} THEN CASE {inside}"
-            f"WHEN {x} < {value(band.west)} OR {x} > {value(band.east)} THEN {geo.OUTSIDE} "
+            f"CASE WHEN {y} > {south!r} AND {y} < {north!r} THEN CASE {inside}"
+            f"WHEN {x} < {band.west!r} OR {x} > {band.east!r} THEN {geo.OUTSIDE} "
             f"ELSE {geo.UNDECIDED} END ELSE {geo.UNDECIDED} END"
         )
 
@@ -265,14 +279,9 @@ def _inside(lng: Any, lat: Any, shape: geo.Polygon, dialect: str) -> ColumnEleme
             return leaf(found[low])
         middle = (low + high) // 2
         below, above = search(low, middle), search(middle, high)
-        return f"CASE WHEN {y} < {value(found[middle].south)} THEN {below} ELSE {above} END"
+        return f"CASE WHEN {y} < {found[middle].south!r} THEN {below} ELSE {above} END"
 
-    decided = search(0, len(found))
-    sql = (
-        f"(CASE {decided} WHEN {geo.INSIDE} THEN TRUE WHEN {geo.OUTSIDE} THEN FALSE "
-        f"ELSE {test} END)"
-    )
-    return and_(text(sql).bindparams(*binds))
+    return search(0, len(found))
 
 
 def distance(lng: Any, lat: Any, centre: geo.Circle) -> ColumnElement[float]:
