@@ -12,6 +12,7 @@ import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -200,6 +201,7 @@ class Tier:
     query: str
 
 
+@lru_cache(maxsize=1024)
 def relevance_tiers(words: Words, dialect: str = "postgresql") -> tuple[Tier, ...]:
     """A search's matches split by relevance score, best first; none for a search of more
     than MAX_TIERED_TERMS words.
@@ -209,7 +211,8 @@ def relevance_tiers(words: Words, dialect: str = "postgresql") -> tuple[Tier, ..
     combinations with its score. PostgreSQL's `query` is a tsquery on `ranking` (whose GIN
     index, migration 0013, finds a tier's few units); SQLite's a full-text query on the body
     and the ranking columns together (both indexed, migration 0015). A walk in creation order
-    finds a page of a tier of many.
+    finds a page of a tier of many. Built once per search (a request asks for them twice,
+    and up to 4 ** 3 combinations are written for three words).
     """
     searched = terms(words)
     if not searched or len(searched) > MAX_TIERED_TERMS:
