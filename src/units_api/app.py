@@ -24,6 +24,8 @@ from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
 from units_api.background import start_background
 from units_api.config import Settings
+from units_api.console import web as console_web
+from units_api.console.router import routes as console_routes
 from units_api.context import AppContext
 from units_api.db import Database, create_engine
 from units_api.errors import (
@@ -59,6 +61,8 @@ log = logging.getLogger(__name__)
 
 
 def problem_response(request: Request, error: ApiError) -> Response:
+    if request.url.path.startswith(console_web.PREFIX):  # a page, never a problem's JSON
+        return console_web.problem_page(request, error.status)
     state = request.scope.get("state", {})
     body = error.problem(state.get("original_path", request.url.path), state.get("request_id"))
     return Response(
@@ -242,6 +246,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in ROUTERS:
         app.include_router(router)
+    app.router.routes.extend(console_routes)
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)

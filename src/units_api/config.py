@@ -98,6 +98,11 @@ class Settings(BaseSettings):
     vocab_feature_type: str = ""
     vocab_view: str = ""
     vocab_service: str = ""
+    # The console (/console/): how long a sign-in lasts, how often one address may try to
+    # sign in, and a map tile server (`https://tiles.example/{z}/{x}/{y}.png`), none by default.
+    console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    console_signin_rate: str = "10/minute"
+    console_tile_url: str | None = None
 
     @field_validator("database_url")
     @classmethod
@@ -138,11 +143,18 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return value.upper()
 
-    @field_validator("rate_limit")
+    @field_validator("rate_limit", "console_signin_rate")
     @classmethod
     def _valid_rate(cls, value: str) -> str:
         parse_rate(value)
         return value
+
+    @field_validator("console_tile_url")
+    @classmethod
+    def _tile_url(cls, value: str | None) -> str | None:
+        if value and not re.match(r"^https?://[^/]+/.*\{z\}.*\{x\}.*\{y\}", value):
+            raise ValueError("must be an http(s) URL with {z}, {x} and {y}")
+        return value or None
 
     @cached_property
     def default_rate(self) -> Rate:

@@ -9,6 +9,8 @@ from units_api.context import AppContext
 from units_api.errors import RateLimited
 from units_api.http.middleware import add_response_header, note_key
 
+# The scope entry of a console call: the hash of its session's key.
+CONSOLE_KEY = "units_api.console_key"
 SECURITY_SCHEME = {
     "ApiKey": {
         "type": "http",
@@ -37,7 +39,13 @@ async def _rate_limit(request: Request, context: AppContext, principal: Principa
 async def authenticate(request: Request) -> Principal:
     """Authenticate the bearer key and count it against its rate limit."""
     context: AppContext = request.app.state.context
-    principal = await context.authenticator.authenticate(request.headers.get("authorization"))
+    # A console page's call to the API acts as its session's key (console/api.py); only the
+    # process itself can put that in a request's scope.
+    console_key = request.scope.get(CONSOLE_KEY)
+    if console_key is not None:
+        principal = await context.authenticator.resolve(console_key)
+    else:
+        principal = await context.authenticator.authenticate(request.headers.get("authorization"))
     note_key(request.scope, str(principal.key_id))
     await _rate_limit(request, context, principal)
     return principal

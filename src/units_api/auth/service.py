@@ -159,8 +159,11 @@ class Authenticator:
         self._cache: dict[str, _Cached] = {}
 
     async def authenticate(self, authorization: str | None) -> Principal:
-        secret = _bearer(authorization)
-        digest = hash_secret(secret)
+        return await self.resolve(hash_secret(_bearer(authorization)))
+
+    async def resolve(self, digest: str) -> Principal:
+        """The principal of the key whose secret hashes to `digest` (a console session holds
+        that hash): a 401 when it is unknown, revoked or expired."""
         entry = self._cache.get(digest)
         if entry is None or time.monotonic() - entry.loaded > self._ttl:
             entry = await self._load(digest)

@@ -1,0 +1,1 @@
+"""The console: web pages for inventory managers, on the API's keys, scopes and policies."""

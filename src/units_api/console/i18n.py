@@ -1,0 +1,180 @@
+"""The console's two languages: its words in Arabic, and numbers, money and times written as
+each language writes them. English is the text in the templates; a word without an Arabic
+entry shows in English rather than not at all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+LANGUAGES = ("en", "ar")
+LANGUAGE_COOKIE = "units_console_lang"
+_ARABIC_DIGITS = str.maketrans("0123456789,.", "٠١٢٣٤٥٦٧٨٩٬٫")
+
+ARABIC: dict[str, str] = {
+    "Units": "الوحدات",
+    "Units console": "لوحة الوحدات",
+    "Sign in": "تسجيل الدخول",
+    "Sign out": "تسجيل الخروج",
+    "API key": "مفتاح الواجهة",
+    "Your session ended; sign in again.": "انتهت جلستك؛ سجّل الدخول من جديد.",
+    "That key was not accepted.": "لم يُقبل هذا المفتاح.",
+    "Too many sign-in attempts; wait a minute.": "محاولات دخول كثيرة؛ انتظر دقيقة.",
+    "The form expired; try again.": "انتهت صلاحية النموذج؛ حاول مرة أخرى.",
+    "Search": "بحث",
+    "Search in English or Arabic": "ابحث بالعربية أو الإنجليزية",
+    "Filter": "تصفية",
+    "Filters": "عوامل التصفية",
+    "Apply": "تطبيق",
+    "Clear": "مسح",
+    "City": "المدينة",
+    "Type": "النوع",
+    "Publishing": "النشر",
+    "Availability": "التوفر",
+    "Min price": "أدنى سعر",
+    "Max price": "أعلى سعر",
+    "Map box (west, south, east, north)": "مربع الخريطة (غرب، جنوب، شرق، شمال)",
+    "Raw filter (RSQL)": "تصفية مباشرة (RSQL)",
+    "Sort by": "ترتيب حسب",
+    "Order": "الاتجاه",
+    "Newest first": "الأحدث أولاً",
+    "Oldest first": "الأقدم أولاً",
+    "Descending": "تنازلي",
+    "Ascending": "تصاعدي",
+    "Any": "الكل",
+    "Name": "الاسم",
+    "Price": "السعر",
+    "Status": "الحالة",
+    "Updated": "آخر تعديل",
+    "Previous": "السابق",
+    "Next": "التالي",
+    "Page": "صفحة",
+    "of": "من",
+    "about": "نحو",
+    "units": "وحدة",
+    "No units match.": "لا توجد وحدات مطابقة.",
+    "Map of the results": "خريطة النتائج",
+    "Drag on the map to filter by a box.": "اسحب على الخريطة للتصفية بمربع.",
+    "No unit of this page has a location.": "لا توجد وحدة في هذه الصفحة لها موقع.",
+    "New unit": "وحدة جديدة",
+    "Edit": "تعديل",
+    "Save": "حفظ",
+    "Cancel": "إلغاء",
+    "History": "السجل",
+    "Version": "الإصدار",
+    "When": "متى",
+    "Who": "من",
+    "Action": "الإجراء",
+    "Changes": "التغييرات",
+    "Field": "الحقل",
+    "From": "من",
+    "To": "إلى",
+    "Actions": "الإجراءات",
+    "Publish": "نشر",
+    "Unpublish": "إلغاء النشر",
+    "Schedule": "جدولة",
+    "Archive": "أرشفة",
+    "Restore": "استعادة",
+    "Reserve": "حجز",
+    "Release": "إلغاء الحجز",
+    "Sell": "بيع",
+    "Block": "إيقاف",
+    "Unblock": "إعادة الإتاحة",
+    "At": "في",
+    "Until": "حتى",
+    "Channels (comma separated)": "القنوات (مفصولة بفواصل)",
+    "Add a row": "إضافة صف",
+    "Remove": "حذف",
+    "Changed by someone else since you opened it.": "غيّرها شخص آخر منذ أن فتحتها.",
+    "See the new version": "عرض الإصدار الجديد",
+    "Some fields need attention.": "بعض الحقول تحتاج إلى مراجعة.",
+    "Saved.": "تم الحفظ.",
+    "Done.": "تم.",
+    "Not found.": "غير موجود.",
+    "Something went wrong; try again.": "حدث خطأ؛ حاول مرة أخرى.",
+    "You may not do this with this key.": "لا يسمح مفتاحك بهذا.",
+    "Bulk change": "تعديل جماعي",
+    "Units matching": "الوحدات المطابقة",
+    "Preview": "معاينة",
+    "would change": "ستتغير",
+    "changed": "تغيرت",
+    "Set price to": "تعيين السعر إلى",
+    "Set city to": "تعيين المدينة إلى",
+    "Set type to": "تعيين النوع إلى",
+    "Apply to all": "تطبيق على الكل",
+    "Exports": "التصدير",
+    "Imports": "الاستيراد",
+    "Webhooks": "الويب هوك",
+    "API keys": "مفاتيح الواجهة",
+    "Language": "اللغة",
+    "Location": "الموقع",
+    "Longitude": "خط الطول",
+    "Latitude": "خط العرض",
+    "Details": "التفاصيل",
+    "Created": "أُنشئت",
+    "Yes": "نعم",
+    "No": "لا",
+    "Skip to content": "انتقل إلى المحتوى",
+    "Main": "الرئيسية",
+    "Read only": "قراءة فقط",
+}
+
+STATUS_WORDS = {
+    "draft": "مسودة",
+    "scheduled": "مجدولة",
+    "published": "منشورة",
+    "unpublished": "غير منشورة",
+    "archived": "مؤرشفة",
+    "available": "متاحة",
+    "reserved": "محجوزة",
+    "sold": "مباعة",
+    "blocked": "موقوفة",
+}
+ARABIC.update(STATUS_WORDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Language:
+    code: str
+
+    @property
+    def direction(self) -> str:
+        return "rtl" if self.code == "ar" else "ltr"
+
+    @property
+    def other(self) -> str:
+        return "en" if self.code == "ar" else "ar"
+
+    def t(self, text: str) -> str:
+        if self.code == "ar":
+            return ARABIC.get(text, text)
+        return text
+
+    def number(self, value: object) -> str:
+        """A number grouped by thousands, exactly as stored (no float on the way)."""
+        if value is None or value == "":
+            return ""
+        if isinstance(value, bool):
+            return self.t("Yes" if value else "No")
+        text = f"{value:,}" if isinstance(value, int | Decimal) else str(value)
+        return text.translate(_ARABIC_DIGITS) if self.code == "ar" else text
+
+    def time(self, value: str | None) -> str:
+        """A server time (RFC 3339) as a short UTC date and time."""
+        if not value:
+            return ""
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        text = moment.strftime("%Y-%m-%d %H:%M UTC")
+        return text.translate(_ARABIC_DIGITS) if self.code == "ar" else text
+
+
+def choose(cookie: str | None, accept_language: str | None) -> Language:
+    """The cookie's language, else Arabic when the browser asks for it first, else English."""
+    if cookie in LANGUAGES:
+        return Language(cookie)
+    first = (accept_language or "").split(",")[0].strip().lower()
+    return Language("ar" if first.startswith("ar") else "en")

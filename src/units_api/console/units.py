@@ -1,0 +1,364 @@
+"""The units pages: the list with its filter builder and map, one unit with its history and
+actions, the create and edit form, and bulk change by filter. Every read and write is a call
+to the API as the session's key (console/api.py)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
+from units_api.console import forms
+from units_api.console.api import Answer
+from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
+from units_api.units.fields import SORTABLE
+from units_api.units.states import AVAILABILITY, PUBLISHING
+
+UNITS_API = "/api/v2/units/"
+PAGE_SIZES = (20, 50, 100)
+FILTER_FIELDS = ("q", "city", "type", "status", "availability", "minPrice", "maxPrice")
+BOX_FIELDS = ("west", "south", "east", "north")
+PUBLISHING_STATES = tuple(PUBLISHING)
+AVAILABILITY_STATES = tuple(AVAILABILITY)
+# Columns of the list, and the fields the list asks the API for.
+LIST_FIELDS = "name,unitNameAr,type,city,price,publishing,availability,unitLocation,updatedAt"
+
+
+def quoted(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def filter_of(asked: dict[str, str]) -> str:
+    """The filter builder's choices and the raw filter, joined by AND into one expression."""
+    parts: list[str] = []
+    for field in ("city", "type"):
+        if asked.get(field):
+            parts.append(f"{field}=={quoted(asked[field])}")
+    if asked.get("status"):
+        parts.append(f"status=={asked['status']}")
+    if asked.get("availability"):
+        parts.append(f"availability=={asked['availability']}")
+    if asked.get("minPrice"):
+        parts.append(f"price=ge={quoted(asked['minPrice'])}")
+    if asked.get("maxPrice"):
+        parts.append(f"price=le={quoted(asked['maxPrice'])}")
+    box = [asked.get(name, "") for name in BOX_FIELDS]
+    if all(box):
+        parts.append(f"unitLocation=within=({','.join(box)})")
+    if asked.get("p"):
+        parts.append(f"({asked['p']})")
+    return ";".join(parts)
+
+
+def _asked(request: Request) -> dict[str, str]:
+    names = (*FILTER_FIELDS, *BOX_FIELDS, "p", "sortBy", "order", "page", "limit")
+    return {name: request.query_params.get(name, "").strip() for name in names}
+
+
+def _map(units: list[dict[str, Any]], asked: dict[str, str]) -> dict[str, Any] | None:
+    """The page's units with a location, placed on a plain longitude/latitude frame that
+    holds them all (or the box filter, when one is set)."""
+    located = [unit for unit in units if (unit.get("unitLocation") or {}).get("coordinates")]
+    points = [
+        (
+            unit,
+            float(unit["unitLocation"]["coordinates"][0]),
+            float(unit["unitLocation"]["coordinates"][1]),
+        )
+        for unit in located
+    ]
+    box = [asked.get(name, "") for name in BOX_FIELDS]
+    try:
+        west, south, east, north = (float(value) for value in box) if all(box) else (0, 0, 0, 0)
+    except ValueError:
+        west = south = east = north = 0
+    if not (east > west and north > south):
+        if not points:
+            return None
+        west, east = min(p[1] for p in points), max(p[1] for p in points)
+        south, north = min(p[2] for p in points), max(p[2] for p in points)
+        pad = max(east - west, north - south, 0.01) * 0.1
+        west, east, south, north = west - pad, east + pad, south - pad, north + pad
+    width, height = 600, 360
+    placed = [
+        {
+            "unit": unit,
+            "x": round((lng - west) / (east - west) * width, 1),
+            "y": round((north - lat) / (north - south) * height, 1),
+        }
+        for unit, lng, lat in points
+    ]
+    return {
+        "points": placed,
+        "width": width,
+        "height": height,
+        "frame": [round(value, 6) for value in (west, south, east, north)],
+    }
+
+
+def _pages(meta: dict[str, Any]) -> dict[str, Any]:
+    total = meta.get("total")
+    pages = meta.get("totalPages")
+    return {"page": meta.get("page", 1), "total": total, "pages": pages, "count": meta.get("count")}
+
+
+async def units_page(page: Page) -> Response:
+    asked = _asked(page.request)
+    limit = (
+        int(asked["limit"])
+        if asked["limit"].isdigit() and int(asked["limit"]) in PAGE_SIZES
+        else 20
+    )
+    query = {
+        "p": filter_of(asked),
+        "q": asked["q"],
+        "sortBy": asked["sortBy"],
+        "order": asked["order"],
+        "page": asked["page"],
+        "limit": limit,
+        "fields": LIST_FIELDS,
+    }
+    answer = await page.api.get(UNITS_API, query, {"prefer": "count=estimated"})
+    problem = None if answer.ok else answer.detail
+    data = answer.data if answer.ok else {"data": [], "meta": {}}
+    units = data["data"]
+    links = {
+        name: _console_link(page.request, value)
+        for name, value in (data.get("links") or {}).items()
+        if value
+    }
+    return page.render(
+        "units.html",
+        400 if answer.status == 400 else 200,
+        units=units,
+        asked=asked,
+        limit=limit,
+        sizes=PAGE_SIZES,
+        meta=_pages(data.get("meta") or {}),
+        links=links,
+        problem=problem,
+        map=_map(units, asked),
+        sorts=tuple(SORTABLE),
+        publishing_states=PUBLISHING_STATES,
+        availability_states=AVAILABILITY_STATES,
+        may_write=page.may(UNITS_WRITE),
+    )
+
+
+def _console_link(request: Request, api_link: str) -> str:
+    """An API page link as the same console page: its page number, with the console's own
+    filter fields kept as they are."""
+    asked = {k: v for k, v in request.query_params.items() if v}
+    number = parse_qs(urlsplit(api_link).query).get("page", ["1"])[0]
+    asked["page"] = number
+    return f"{PREFIX}/units?{urlencode(asked)}"
+
+
+def _unit_path(unit_id: str) -> str:
+    return f"{UNITS_API}{unit_id}"
+
+
+async def unit_page(page: Page) -> Response:
+    unit_id = page.request.path_params["unit_id"]
+    answer = await page.api.get(_unit_path(unit_id))
+    if not answer.ok:
+        return _failed(page, answer)
+    history = await page.api.get(f"{_unit_path(unit_id)}/history", {"limit": 50})
+    unit = answer.data
+    return page.render(
+        "unit.html",
+        unit=unit,
+        history=history.data["data"] if history.ok else [],
+        form=forms.unit_form(),
+        publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
+        if page.may(UNITS_PUBLISH)
+        else [],
+        availability_actions=_allowed(AVAILABILITY, unit["availability"]["status"])
+        if page.may(UNITS_WRITE)
+        else [],
+        may_write=page.may(UNITS_WRITE),
+        done=page.request.query_params.get("done"),
+    )
+
+
+def _allowed(table: dict[str, dict[str, str]], state: str) -> list[str]:
+    return list(table.get(state, {}))
+
+
+def _failed(page: Page, answer: Answer) -> Response:
+    return error_page(page, answer.status)
+
+
+async def new_unit(page: Page) -> Response:
+    if not page.may(UNITS_WRITE):
+        return _failed(page, Answer(403, {}, b""))
+    values: dict[str, str] = {}
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = forms.posted_values(form)
+        if "_more" not in form:
+            answer = await page.api.send("POST", UNITS_API, forms.body_of(values))
+            if answer.ok:
+                return redirect(f"{PREFIX}/units/{answer.data['id']}?done=saved")
+            return _form(page, values, None, answer)
+    return _form(page, values, None, None)
+
+
+async def edit_unit(page: Page) -> Response:
+    if not page.may(UNITS_WRITE):
+        return _failed(page, Answer(403, {}, b""))
+    unit_id = page.request.path_params["unit_id"]
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = forms.posted_values(form)
+        version = text_of(form, "_version")
+        if "_more" in form:
+            return _form(page, values, unit_id, None, version)
+        answer = await page.api.send(
+            "PUT", _unit_path(unit_id), forms.body_of(values), {"if-match": f'"{version}"'}
+        )
+        if answer.ok:
+            return redirect(f"{PREFIX}/units/{unit_id}?done=saved")
+        return _form(page, values, unit_id, answer, version)
+    answer = await page.api.get(_unit_path(unit_id))
+    if not answer.ok:
+        return _failed(page, answer)
+    return _form(page, forms.values_of(answer.data), unit_id, None, str(answer.data["version"]))
+
+
+def _form(
+    page: Page,
+    values: dict[str, str],
+    unit_id: str | None,
+    answer: Answer | None,
+    version: str = "",
+) -> Response:
+    status = 200
+    errors: dict[str, str] = {}
+    problem = None
+    conflict = False
+    if answer is not None:
+        status = answer.status if answer.status in (400, 403, 404, 409, 412, 422) else 503
+        conflict = answer.status == 412
+        errors = answer.errors
+        problem = None if conflict or errors else answer.detail or None
+    return page.render(
+        "unit_form.html",
+        status,
+        values=values,
+        unit_id=unit_id,
+        version=version,
+        form=forms.unit_form(),
+        tables=list(forms.tables_with_blanks(values)),
+        errors=errors,
+        problem=problem,
+        conflict=conflict,
+    )
+
+
+async def unit_action(page: Page) -> Response:
+    """A publishing or availability action from the unit page's buttons."""
+    unit_id = page.request.path_params["unit_id"]
+    axis = page.request.path_params["axis"]
+    if axis not in ("publishing", "availability"):
+        return _failed(page, Answer(404, {}, b""))
+    form = await page.request.form()
+    action = text_of(form, "action")
+    body: dict[str, Any] = {"action": action}
+    if axis == "publishing":
+        if text_of(form, "at"):
+            body["at"] = _as_time(text_of(form, "at"))
+        channels = [c.strip() for c in text_of(form, "channels").split(",") if c.strip()]
+        if channels:
+            body["channels"] = channels
+    elif text_of(form, "until"):
+        body["until"] = _as_time(text_of(form, "until"))
+    version = text_of(form, "version")
+    path = f"{UNITS_API}{axis}-actions/{unit_id}"
+    answer = await page.api.send("PUT", path, orjson.dumps(body), {"if-match": f'"{version}"'})
+    if answer.ok:
+        return redirect(f"{PREFIX}/units/{unit_id}?done={action}")
+    unit = await page.api.get(_unit_path(unit_id))
+    if not unit.ok:
+        return _failed(page, unit)
+    return page.render(
+        "message.html",
+        answer.status if answer.status < 500 else 503,
+        message=page.t("Changed by someone else since you opened it.")
+        if answer.status == 412
+        else answer.detail,
+        errors=answer.errors,
+        back=f"{PREFIX}/units/{unit_id}",
+    )
+
+
+def _as_time(value: str) -> str:
+    """A `datetime-local` input (no zone) is read as UTC, the zone the console shows times in."""
+    if len(value) == 16 and value[10] == "T":
+        return f"{value}:00Z"
+    return value
+
+
+async def bulk_page(page: Page) -> Response:
+    """Change every unit that matches a filter: the first post previews the count (the API's
+    dry run), the second, with the count confirmed, applies."""
+    if not page.may(UNITS_WRITE):
+        return _failed(page, Answer(403, {}, b""))
+    values: dict[str, str] = {}
+    preview: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    answer: Answer | None = None
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = {name: text_of(form, name) for name in ("filter", "price", "city", "type")}
+        patch = {
+            name: (_number_or_text(values[name]) if name == "price" else values[name])
+            for name in ("price", "city", "type")
+            if values[name]
+        }
+        apply = text_of(form, "_apply") == "1"
+        body = {"filter": values["filter"], "patch": patch, "dryRun": not apply}
+        answer = await page.api.send("PUT", f"{UNITS_API}bulk/update", orjson.dumps(body))
+        if answer.ok:
+            if apply:
+                result = answer.data
+            else:
+                preview = answer.data
+    return page.render(
+        "bulk.html",
+        200 if answer is None or answer.ok else min(answer.status, 503),
+        values=values,
+        preview=preview,
+        result=result,
+        errors=answer.errors if answer is not None else {},
+        problem=None if answer is None or answer.ok or answer.errors else answer.detail,
+    )
+
+
+def _number_or_text(text: str) -> Any:
+    try:
+        number = Decimal(text.replace(",", ""))
+    except ArithmeticError:
+        return text
+    return orjson.Fragment(str(number).encode()) if number.is_finite() else text
+
+
+ROUTES = [
+    Route(f"{PREFIX}/units", signed_in(units_page), methods=["GET"]),
+    Route(f"{PREFIX}/units/new", signed_in(new_unit), methods=["GET", "POST"]),
+    Route(f"{PREFIX}/units/{{unit_id}}", signed_in(unit_page), methods=["GET"]),
+    Route(f"{PREFIX}/units/{{unit_id}}/edit", signed_in(edit_unit), methods=["GET", "POST"]),
+    Route(
+        f"{PREFIX}/units/{{unit_id}}/{{axis:str}}",
+        signed_in(unit_action),
+        methods=["POST"],
+    ),
+    Route(f"{PREFIX}/bulk", signed_in(bulk_page), methods=["GET", "POST"]),
+]

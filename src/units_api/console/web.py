@@ -1,0 +1,222 @@
+"""What every console page shares: the signed-in session, the language, rendering a template
+with the security headers, the CSRF check of a posted form, and redirects."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import wraps
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import orjson
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from units_api.auth.scopes import grants
+from units_api.console import sessions
+from units_api.console.api import Api
+from units_api.console.i18n import LANGUAGE_COOKIE, Language, choose
+from units_api.context import AppContext
+from units_api.errors import ApiError, Unauthorized
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).parent
+PREFIX = "/console"
+STATIC = f"{PREFIX}/static"
+templates = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    auto_reload=False,
+)
+
+
+def security_headers(tile_origin: str | None) -> dict[str, str]:
+    images = "'self' data:" + (f" {tile_origin}" if tile_origin else "")
+    policy = (
+        "default-src 'none'; script-src 'self'; style-src 'self'; "
+        f"img-src {images}; connect-src 'self'; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    )
+    return {
+        "Content-Security-Policy": policy,
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "same-origin",
+        "Cache-Control": "no-store",
+    }
+
+
+def tile_origin(url: str | None) -> str | None:
+    if not url:
+        return None
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+@dataclass(slots=True)
+class Page:
+    """One request to a console page: who is signed in, in which language, and the API."""
+
+    request: Request
+    language: Language
+    session: sessions.Session | None = None
+
+    @property
+    def context(self) -> AppContext:
+        context: AppContext = self.request.app.state.context
+        return context
+
+    @property
+    def api(self) -> Api:
+        assert self.session is not None
+        return Api(self.request, self.session.key_hash)
+
+    def t(self, text: str) -> str:
+        return self.language.t(text)
+
+    def may(self, scope: str) -> bool:
+        return self.session is not None and grants(self.session.principal.scopes, scope)
+
+    def render(self, template: str, status: int = 200, **values: Any) -> Response:
+        lang = self.language
+        body = templates.get_template(template).render(
+            page=self,
+            lang=lang,
+            t=lang.t,
+            number=lang.number,
+            time=lang.time,
+            static=STATIC,
+            csrf=self.session.csrf if self.session else "",
+            path=self.request.url.path,
+            here=_here(self.request),
+            **values,
+        )
+        headers = security_headers(tile_origin(self.context.settings.console_tile_url))
+        return Response(body, status, headers=headers, media_type="text/html; charset=utf-8")
+
+
+def _here(request: Request) -> str:
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def language_of(request: Request) -> Language:
+    return choose(request.cookies.get(LANGUAGE_COOKIE), request.headers.get("accept-language"))
+
+
+def redirect(to: str, status: int = 303) -> Response:
+    return RedirectResponse(to, status_code=status, headers=security_headers(None))
+
+
+def safe_next(target: str | None) -> str:
+    """Where to go after signing in or switching language: a console path, never elsewhere."""
+    if (
+        target
+        and target.startswith(f"{PREFIX}/")
+        and "\\" not in target
+        and urlsplit(target).netloc == ""
+    ):
+        return target
+    return f"{PREFIX}/units"
+
+
+def to_sign_in(request: Request) -> Response:
+    response = redirect(f"{PREFIX}/login?next={quote(_here(request), safe='')}")
+    response.delete_cookie(sessions.COOKIE, path=PREFIX)
+    return response
+
+
+async def current_session(request: Request) -> sessions.Session | None:
+    context: AppContext = request.app.state.context
+    token = request.cookies.get(sessions.COOKIE)
+    if not token:
+        return None
+    async with context.db.read() as conn:
+        row = await sessions.find(conn, token)
+    if row is None:
+        return None
+    try:
+        principal = await context.authenticator.resolve(row["key_hash"])
+    except Unauthorized:  # the key was revoked or has expired: the session ends with it
+        async with context.db.transaction() as conn:
+            await sessions.end(conn, row["id"])
+        return None
+    return sessions.Session(row["id"], token, row["key_hash"], principal, row["expires_at"])
+
+
+async def checked_form(page: Page) -> FormData | None:
+    """The posted form when its CSRF token is the session's; None (then a 403) otherwise."""
+    form = await page.request.form()
+    assert page.session is not None
+    given = form.get("csrf")
+    if not sessions.same_token(page.session.csrf, given if isinstance(given, str) else None):
+        return None
+    return form
+
+
+Handler = Callable[[Page], Awaitable[Response]]
+
+
+def signed_in(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A page for signed-in browsers: others go to sign-in and come back after. A posted form
+    without the session's CSRF token is a 403 page."""
+
+    @wraps(handler)
+    async def page(request: Request) -> Response:
+        session = await current_session(request)
+        if session is None:
+            return to_sign_in(request)
+        current = Page(request, language_of(request), session)
+        if request.method == "POST":
+            form = await checked_form(current)
+            if form is None:
+                return current.render(
+                    "message.html", 403, message=current.t("The form expired; try again.")
+                )
+        try:
+            return await handler(current)
+        except Unauthorized:
+            return to_sign_in(request)
+        except ApiError as error:
+            return error_page(current, error.status)
+
+    return page
+
+
+def error_page(page: Page, status: int) -> Response:
+    messages = {
+        403: "You may not do this with this key.",
+        404: "Not found.",
+        405: "Not found.",
+    }
+    text = messages.get(status, "Something went wrong; try again.")
+    return page.render("message.html", status if status < 500 else 503, message=page.t(text))
+
+
+def text_of(form: FormData, name: str) -> str:
+    value = form.get(name)
+    return value.strip() if isinstance(value, str) else ""
+
+
+def problem_page(request: Request, status: int) -> Response:
+    """A console path answered by the application's error handlers (no route, a database out
+    of reach): a page in the visitor's language, not a problem's JSON."""
+    page = Page(request, language_of(request))
+    return error_page(page, status)
+
+
+def short(value: Any) -> str:
+    """A history value in a table cell: text as it is, anything else as JSON, cut short."""
+    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
+
+
+SHORT = 160
+templates.filters["short"] = short
