@@ -1,7 +1,8 @@
 """Housekeeping, one step every HOUSEKEEPING_EVERY seconds: pruning events past their
 retention (one process at a time), sweeping idempotency records past their window, deleting
 job files past their expiry, dropping remembered query answers no request can be given any
-more, and removing temporary files left by job processes that died."""
+more, deleting console sessions past their time, and removing temporary files left by job
+processes that died."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import logging
 import orjson
 
 from units_api.clock import utcnow
+from units_api.console import sessions
 from units_api.db import Database
 from units_api.events.service import prune
 from units_api.http.idempotency import Idempotency
@@ -49,10 +51,12 @@ async def run_housekeeping(
     swept = await idempotency.sweep()
     expired = await expire_files(db, storage)
     forgotten = await remembering.prune(db)
+    async with db.transaction() as conn:
+        signed_out = await sessions.sweep(conn)
     # A job's temporary file outlives it only if its process died; no job runs for a day
     # without touching its file.
     await asyncio.to_thread(storage.sweep_scratch, SCRATCH_KEPT_SECONDS)
-    if pruned or swept or expired or forgotten:
+    if pruned or swept or expired or forgotten or signed_out:
         log.info(
             "housekeeping",
             extra={
@@ -60,5 +64,6 @@ async def run_housekeeping(
                 "idempotency": swept,
                 "exports": expired,
                 "answers": forgotten,
+                "sessions": signed_out,
             },
         )
