@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+import secrets
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -90,21 +92,22 @@ class Api:
         method: str,
         path: str,
         query: Mapping[str, Any] | None = None,
-        body: bytes = b"",
+        body: bytes | _Chunks = b"",
         headers: dict[str, str] | None = None,
+        size: int | None = None,
     ) -> Answer:
         app: ASGIApp = self._request.app
-        scope = self._scope(method, path, query, body, headers or {})
+        length = len(body) if isinstance(body, bytes) else size or 0
+        scope = self._scope(method, path, query, length, headers or {})
         parts: list[bytes] = []
         start: dict[str, Any] = {}
-        sent = False
+        chunks = body if isinstance(body, _Chunks) else _Chunks(body)
 
         async def receive() -> Message:
-            nonlocal sent
-            if sent:
+            chunk = await chunks.next()
+            if chunk is None:
                 return {"type": "http.disconnect"}
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": chunk, "more_body": not chunks.done}
 
         async def send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -125,17 +128,78 @@ class Api:
             answer.data = read_json(content)
         return answer
 
+    async def stream(self, path: str) -> tuple[Answer, AsyncIterator[bytes]]:
+        """A GET whose body may be large (an export's file): its status and headers once they
+        come, and its body as it comes, never held whole in memory."""
+        app: ASGIApp = self._request.app
+        scope = self._scope("GET", path, None, 0, {})
+        messages: asyncio.Queue[Message | None] = asyncio.Queue(maxsize=8)
+
+        async def receive() -> Message:
+            await asyncio.Event().wait()  # nothing to send; wait to be cancelled
+            raise AssertionError
+
+        async def run() -> None:
+            try:
+                await app(scope, receive, messages.put)
+            finally:
+                await messages.put(None)
+
+        task = asyncio.create_task(run())
+        start = await messages.get()
+        assert start is not None and start["type"] == "http.response.start"
+        headers = {k.decode().lower(): v.decode() for k, v in start.get("headers", ())}
+        answer = Answer(int(start["status"]), headers, b"")
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                while (message := await messages.get()) is not None:
+                    if message["type"] == "http.response.body" and message.get("body"):
+                        yield message["body"]
+            finally:
+                task.cancel()
+
+        if not answer.ok:
+            answer.content = b"".join([chunk async for chunk in body()])
+            if "json" in headers.get("content-type", ""):
+                answer.data = read_json(answer.content)
+        return answer, body()
+
+    async def upload(
+        self, path: str, fields: dict[str, str], name: str, file: UploadFile
+    ) -> Answer:
+        """A multipart/form-data POST of `fields` and one file, read from the upload as it is
+        sent (a file of hundreds of MB is never held in memory)."""
+        boundary = secrets.token_hex(16)
+        head = b"".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n'
+            f"{value}\r\n".encode()
+            for key, value in fields.items()
+        )
+        filename = (file.filename or "upload").replace('"', "").replace("\r", "").replace("\n", "")
+        head += (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+            f'filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+        ).encode()
+        tail = f"\r\n--{boundary}--\r\n".encode()
+        await file.seek(0)
+        size = len(head) + (file.size or 0) + len(tail)
+        headers = {"content-type": f"multipart/form-data; boundary={boundary}"}
+        return await self.call(
+            "POST", path, body=_Chunks(head, file, tail), headers=headers, size=size
+        )
+
     def _scope(
         self,
         method: str,
         path: str,
         query: Mapping[str, Any] | None,
-        body: bytes,
+        length: int,
         headers: dict[str, str],
     ) -> Scope:
         outer = self._request.scope
         sent = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
-        sent.append((b"content-length", str(len(body)).encode()))
+        sent.append((b"content-length", str(length).encode()))
         sent.append((b"host", b"console"))
         pairs = {name: value for name, value in (query or {}).items() if value not in (None, "")}
         return {
@@ -154,3 +218,32 @@ class Api:
             "app": outer.get("app"),
             CONSOLE_KEY: self._key_hash,
         }
+
+
+class _Chunks:
+    """A request body handed to the application piece by piece: bytes before, a file's
+    contents read in chunks, bytes after."""
+
+    CHUNK = 1024 * 1024
+
+    def __init__(self, head: bytes, file: UploadFile | None = None, tail: bytes = b"") -> None:
+        self._parts: list[bytes | UploadFile] = [part for part in (head, file, tail) if part]
+        self.done = False
+        self._started = False
+
+    async def next(self) -> bytes | None:
+        if self.done:
+            return None if self._started else b""
+        self._started = True
+        while self._parts:
+            part = self._parts[0]
+            if isinstance(part, bytes):
+                self._parts.pop(0)
+                self.done = not self._parts
+                return part
+            chunk = await part.read(self.CHUNK)
+            if chunk:
+                return chunk
+            self._parts.pop(0)
+        self.done = True
+        return b""

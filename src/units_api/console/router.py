@@ -12,6 +12,7 @@ from starlette.staticfiles import StaticFiles
 
 from units_api.auth.secrets import hash_secret
 from units_api.console import sessions
+from units_api.console.files import ROUTES as FILE_ROUTES
 from units_api.console.i18n import LANGUAGE_COOKIE, LANGUAGES
 from units_api.console.units import ROUTES as UNIT_ROUTES
 from units_api.console.web import (
@@ -115,5 +116,6 @@ routes: list[BaseRoute] = [
     Route(f"{PREFIX}/logout", signed_in(logout), methods=["POST"]),
     Route(f"{PREFIX}/language/{{code}}", language, methods=["GET"]),
     *UNIT_ROUTES,
+    *FILE_ROUTES,
     Mount(STATIC, StaticFiles(directory=HERE / "static"), name="console-static"),
 ]
