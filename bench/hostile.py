@@ -17,19 +17,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip
-import io
 import json
 import shutil
 import time
-import zipfile
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 from harness import RESULTS, free_port, recreate_database, start_server
+from hostile_files import (
+    MiB,
+    entity_sheet,
+    entity_strings,
+    gzip_bomb,
+    huge_cell,
+    long_header,
+    not_utf8_csv,
+    truncated_xlsx,
+    zip_bomb,
+)
 
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
@@ -37,13 +44,6 @@ from units_api.db import Database, create_engine
 from units_api.migrate import upgrade
 
 DATABASE = "postgresql://postgres@127.0.0.1:5432/units_bench_hostile"
-MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-MiB = 1024 * 1024
-HEADER_ROW = b'<row r="1"><c r="A1" t="inlineStr"><is><t>name</t></is></c></row>'
-LAUGHS = (
-    b'<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;">'
-    b'<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
-)
 
 
 def parse_args() -> argparse.Namespace:
@@ -64,99 +64,17 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _opening(prolog: bytes = b"") -> bytes:
-    return (
-        b'<?xml version="1.0" encoding="UTF-8"?>'
-        + prolog
-        + f'<worksheet xmlns="{MAIN}"><sheetData>'.encode()
-    )
-
-
-_CLOSING = b"</sheetData></worksheet>"
-
-
-def xlsx(write_sheet: Callable[[Any], None], strings: bytes | None = None) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as book:
-        book.writestr(
-            "xl/workbook.xml",
-            f'<workbook xmlns="{MAIN}" xmlns:r="http://schemas.openxmlformats.org/'
-            'officeDocument/2006/relationships"><sheets><sheet name="S" sheetId="1" '
-            'r:id="rId1"/></sheets></workbook>',
-        )
-        book.writestr(
-            "xl/_rels/workbook.xml.rels",
-            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
-            'relationships"><Relationship Id="rId1" Target="worksheets/sheet1.xml"/>'
-            "</Relationships>",
-        )
-        if strings is not None:
-            book.writestr("xl/sharedStrings.xml", strings)
-        with book.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as member:
-            write_sheet(member)
-    return buffer.getvalue()
-
-
-def sheet(rows: bytes, prolog: bytes = b"") -> Callable[[Any], None]:
-    return lambda member: member.write(_opening(prolog) + rows + _CLOSING)
-
-
-def repeated(before: bytes, piece: bytes, count: int, after: bytes) -> Callable[[Any], None]:
-    def write(member: Any) -> None:
-        member.write(before)
-        for _ in range(count):
-            member.write(piece)
-        member.write(after)
-
-    return write
-
-
-def gzip_of(piece: bytes, count: int) -> bytes:
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9) as out:
-        for _ in range(count):
-            out.write(piece)
-    return buffer.getvalue()
-
-
-def hostile_files(bomb_mb: int) -> dict[str, tuple[str, bytes]]:
-    whole = xlsx(sheet(HEADER_ROW))
+def uploads(bomb_mb: int) -> dict[str, tuple[str, bytes]]:
+    bomb = bomb_mb * MiB
     return {
-        "truncated xlsx (200 bytes)": ("cut.xlsx", whole[:200]),
-        "sheet XML declares entities": (
-            "laughs.xlsx",
-            xlsx(sheet(HEADER_ROW.replace(b"name", b"&lol3;"), LAUGHS)),
-        ),
-        "shared strings declare entities": (
-            "strings.xlsx",
-            xlsx(
-                sheet(b'<row r="1"><c r="A1" t="s"><v>0</v></c></row>'),
-                b'<?xml version="1.0"?>'
-                + LAUGHS
-                + f'<sst xmlns="{MAIN}"><si><t>&lol3;</t></si></sst>'.encode(),
-            ),
-        ),
-        f"zip bomb ({bomb_mb} MiB of whitespace)": (
-            "bomb.xlsx",
-            xlsx(repeated(_opening() + HEADER_ROW, b" " * MiB, bomb_mb, _CLOSING)),
-        ),
-        f"one xlsx cell of {bomb_mb} MiB": (
-            "cell.xlsx",
-            xlsx(
-                repeated(
-                    _opening() + HEADER_ROW + b'<row r="2"><c t="inlineStr"><is><t>',
-                    b"x" * MiB,
-                    bomb_mb,
-                    b"</t></is></c></row>" + _CLOSING,
-                )
-            ),
-        ),
-        "csv header of 10 MiB, no newline": ("header.csv", b"n" * (10 * MiB)),
-        f"gzip bomb ({bomb_mb} MiB of blank lines)": (
-            "bomb.jsonl.gz",
-            gzip_of(b" " * (MiB - 1) + b"\n", bomb_mb),
-        ),
-        "csv not in UTF-8": ("latin.csv", b"name,type\n\xe9t\xe9,villa\n"),
+        "truncated xlsx (200 bytes)": ("cut.xlsx", truncated_xlsx(200)),
+        "sheet XML declares entities": ("laughs.xlsx", entity_sheet()),
+        "shared strings declare entities": ("strings.xlsx", entity_strings()),
+        f"zip bomb ({bomb_mb} MiB of whitespace)": ("bomb.xlsx", zip_bomb(bomb)),
+        f"one xlsx cell of {bomb_mb} MiB": ("cell.xlsx", huge_cell(bomb)),
+        "csv header of 10 MiB, no newline": ("header.csv", long_header(10 * MiB)),
+        f"gzip bomb ({bomb_mb} MiB of blank lines)": ("bomb.jsonl.gz", gzip_bomb(bomb)),
+        "csv not in UTF-8": ("latin.csv", not_utf8_csv()),
     }
 
 
@@ -231,7 +149,7 @@ def main() -> None:
         headers = {"Authorization": f"Bearer {key}"}
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
-            for label, (name, content) in hostile_files(args.bomb_mb).items():
+            for label, (name, content) in uploads(args.bomb_mb).items():
                 figures = run(client, name, content, log)
                 rows.append({"file": label, "bytes": len(content), **figures})
                 print(json.dumps(rows[-1])[:300], flush=True)

@@ -8,7 +8,8 @@ import sys
 import orjson
 import pytest
 
-from units_api.logs import JsonFormatter, redact
+from units_api.errors import MAX_ERROR_TEXT
+from units_api.logs import GROUP_MEMBERS, TRACEBACK_FRAMES, JsonFormatter, redact
 
 
 @pytest.mark.parametrize(
@@ -43,3 +44,41 @@ def test_a_record_is_one_json_line_without_its_secrets() -> None:
     assert parsed["message"] == "failed for uak_***"
     assert parsed["jobId"] == "0190a2f0-0000-7000-8000-000000000000"
     assert "topsecret" not in line and "units:***@db" in parsed["exception"]
+
+
+def _logged(error: BaseException) -> str:
+    record = logging.LogRecord("units_api.test", logging.ERROR, __file__, 1, "failed", None, None)
+    record.exc_info = (type(error), error, error.__traceback__)
+    return str(orjson.loads(JsonFormatter().format(record))["exception"])
+
+
+def _raise_in(depth: int, error: BaseException) -> None:
+    if depth:
+        _raise_in(depth - 1, error)
+    raise error
+
+
+def test_a_logged_exception_is_bounded_as_python_would_print_it() -> None:
+    try:
+        try:
+            _raise_in(50, KeyError("k" * 50_000))
+        except KeyError as exc:
+            raise ValueError("v" * 50_000) from exc
+    except ValueError as exc:
+        chained = exc
+    text = _logged(chained)
+    assert text.index("KeyError: 'kkk") < text.index("direct cause") < text.index("ValueError: vv")
+    assert text.count('\n  File "') <= 2 * TRACEBACK_FRAMES
+    messages = [line for line in text.splitlines() if line.startswith(("KeyError", "ValueError"))]
+    assert [len(message) for message in messages] == [MAX_ERROR_TEXT, MAX_ERROR_TEXT]
+
+    members = [RuntimeError(f"member {n}") for n in range(GROUP_MEMBERS + 5)]
+    try:
+        raise ExceptionGroup("g" * 50_000, members) from None
+    except ExceptionGroup as exc:
+        grouped = exc
+    text = _logged(grouped)
+    assert "ExceptionGroup: ggg" in text and len(text) < 2 * MAX_ERROR_TEXT
+    assert [n for n in range(len(members)) if f"member {n}\n" in text + "\n"] == list(
+        range(GROUP_MEMBERS)
+    )

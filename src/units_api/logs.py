@@ -3,7 +3,8 @@
 Every process configures its own logging: `serve` hands `uvicorn_config` to uvicorn, which
 applies it in each worker process it starts (they do not inherit the parent's), `worker` and
 a job's child process call `configure_logging`. A line never carries a secret: API keys,
-webhook secrets and the passwords of URLs are masked in whatever it says.
+webhook secrets and the passwords of URLs are masked in whatever it says, and an exception
+it carries is bounded (`format_exception`), so one line stays small whatever was raised.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import re
 import select
 import sys
 import time
+import traceback
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from units_api.errors import bound_error
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 
@@ -29,6 +33,13 @@ _STANDARD = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "co
 # An API key or a webhook secret (by their prefixes), or the password of a URL.
 _SECRET = re.compile(r"(uak_|whsec_)[A-Za-z0-9_+/=%-]+|(://[^/@:\s\"]*:)[^/@\s\"]+@")
 MASK = "***"
+# What a logged exception keeps: the last frames of each traceback (where it was raised), and
+# the newest exceptions of its chain (causes and contexts) and of a group's members.
+TRACEBACK_FRAMES = 10
+CHAINED_EXCEPTIONS = 3
+GROUP_MEMBERS = 3
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
 
 def _mask(match: re.Match[str]) -> str:
@@ -44,6 +55,37 @@ def redact(text: str) -> str:
     return text
 
 
+def format_exception(error: BaseException) -> str:
+    """`error` as Python prints it, bounded: the last TRACEBACK_FRAMES frames of each
+    traceback, the newest CHAINED_EXCEPTIONS exceptions of its chain, GROUP_MEMBERS members of
+    a group, each message cut by `bound_error`."""
+    chain: list[str] = []  # newest first
+    seen: set[int] = set()
+    current: BaseException | None = error
+    link = ""
+    while current is not None and id(current) not in seen and len(chain) < CHAINED_EXCEPTIONS:
+        seen.add(id(current))
+        chain.append(_one_exception(current) + link)
+        if current.__cause__ is not None:
+            current, link = current.__cause__, _CAUSE
+        elif not current.__suppress_context__:
+            current, link = current.__context__, _CONTEXT
+        else:
+            current = None
+    return "".join(reversed(chain)).rstrip("\n")
+
+
+def _one_exception(error: BaseException, members: bool = True) -> str:
+    frames = traceback.format_tb(error.__traceback__, limit=-TRACEBACK_FRAMES)
+    head = "Traceback (most recent call last):\n" if frames else ""
+    message = "".join(traceback.format_exception_only(type(error), error)).rstrip("\n")
+    text = head + "".join(frames) + f"{bound_error(message)}\n"
+    if members and isinstance(error, BaseExceptionGroup):
+        for number, member in enumerate(error.exceptions[:GROUP_MEMBERS], start=1):
+            text += f"+-- {number} --\n" + _one_exception(member, members=False)
+    return text
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -56,8 +98,8 @@ class JsonFormatter(logging.Formatter):
         if request_id:
             line["requestId"] = request_id
         line.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
+        if record.exc_info and record.exc_info[1] is not None:
+            line["exception"] = format_exception(record.exc_info[1])
         return redact(orjson.dumps(line, default=str).decode())
 
 

@@ -6,15 +6,13 @@ gzip files import, and an export with `compression: gzip` imports back."""
 from __future__ import annotations
 
 import gzip
-import io
 import subprocess
 import sys
 import textwrap
 import uuid
-import zipfile
-from collections.abc import Callable
 from typing import Any
 
+from bench import hostile_files as hostile
 from sqlalchemy import select
 
 from tests.conftest import Api, start_api
@@ -27,136 +25,31 @@ from units_api.imports.service import Report
 from units_api.jobs.tables import jobs
 
 EXPANDED_CAP = 8 * 1024 * 1024  # lowered for the tests: the bombs need not be large
-MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
-
-
-def xlsx(sheet: bytes | Callable[[Any], None], strings: bytes | None = None) -> bytes:
-    """A minimal workbook whose first sheet's XML is `sheet` (or written by the callable to
-    the open zip member, a piece at a time), with `strings` as its shared strings."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as book:
-        book.writestr(
-            "[Content_Types].xml",
-            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
-            'package/2006/content-types"/>',
-        )
-        book.writestr(
-            "xl/workbook.xml",
-            f'<workbook xmlns="{MAIN}" xmlns:r="http://schemas.openxmlformats.org/'
-            'officeDocument/2006/relationships"><sheets><sheet name="S" sheetId="1" '
-            'r:id="rId1"/></sheets></workbook>',
-        )
-        book.writestr(
-            "xl/_rels/workbook.xml.rels",
-            '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
-            'relationships"><Relationship Id="rId1" Target="worksheets/sheet1.xml" '
-            'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
-            'worksheet"/></Relationships>',
-        )
-        if strings is not None:
-            book.writestr("xl/sharedStrings.xml", strings)
-        if callable(sheet):
-            with book.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as member:
-                sheet(member)
-        else:
-            book.writestr("xl/worksheets/sheet1.xml", sheet)
-    return buffer.getvalue()
-
-
-HEADER_ROW = b'<row r="1"><c r="A1" t="inlineStr"><is><t>name</t></is></c></row>'
-
-
-def sheet_xml(rows: bytes, prolog: bytes = b"") -> bytes:
-    return (
-        b'<?xml version="1.0" encoding="UTF-8"?>'
-        + prolog
-        + f'<worksheet xmlns="{MAIN}"><sheetData>'.encode()
-        + rows
-        + b"</sheetData></worksheet>"
-    )
-
-
-LAUGHS = (
-    b'<!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;">'
-    b'<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
-)
-
-
-def whitespace_bomb(size: int) -> Callable[[Any], None]:
-    def write(member: Any) -> None:
-        member.write(sheet_xml(HEADER_ROW)[: -len(b"</sheetData></worksheet>")])
-        piece = b" " * (1024 * 1024)
-        for _ in range(size // len(piece)):
-            member.write(piece)
-        member.write(b'<row r="2"><c r="A2" t="inlineStr"><is><t>Late</t></is></c></row>')
-        member.write(b"</sheetData></worksheet>")
-
-    return write
+LATE_ROW = b'<row r="2"><c r="A2" t="inlineStr"><is><t>Late</t></is></c></row>'
 
 
 def hostile_files() -> dict[str, tuple[bytes, str, str]]:
     """name: (content, file name, a word of the error the job must end with)."""
-    whole = xlsx(sheet_xml(HEADER_ROW))
-    huge_cell = b"x" * (MAX_CELL_CHARS + 10)
-    long_text = b"y" * (MAX_CELL_CHARS - 10)  # a cell within the cap, on one line
-    quoted_lines = b'"' + (b"z" * 999 + b"\n") * (MAX_CELL_CHARS // 1000 - 1) + b'"'
     return {
-        "truncated xlsx": (whole[:200], "cut.xlsx", "zip"),
-        "sheet declares entities": (
-            xlsx(sheet_xml(HEADER_ROW.replace(b"name", b"&lol3;"), LAUGHS)),
-            "laughs.xlsx",
-            "DTD",
-        ),
-        "shared strings declare entities": (
-            xlsx(
-                sheet_xml(b'<row r="1"><c r="A1" t="s"><v>0</v></c></row>'),
-                b'<?xml version="1.0"?>'
-                + LAUGHS
-                + f'<sst xmlns="{MAIN}"><si><t>&lol3;</t></si></sst>'.encode(),
-            ),
-            "strings.xlsx",
-            "DTD",
-        ),
-        "zip bomb": (xlsx(whitespace_bomb(2 * EXPANDED_CAP)), "bomb.xlsx", "expands"),
-        "huge xlsx cell": (
-            xlsx(
-                sheet_xml(
-                    HEADER_ROW
-                    + b'<row r="2"><c r="A2" t="inlineStr"><is><t>'
-                    + huge_cell
-                    + b"</t></is></c></row>"
-                )
-            ),
-            "cell.xlsx",
-            "longer than",
-        ),
-        "huge csv header": (b"n" * (10 * 1024 * 1024), "header.csv", "longer than"),
+        "truncated xlsx": (hostile.truncated_xlsx(), "cut.xlsx", "zip"),
+        "sheet declares entities": (hostile.entity_sheet(), "laughs.xlsx", "DTD"),
+        "shared strings declare entities": (hostile.entity_strings(), "strings.xlsx", "DTD"),
+        "zip bomb": (hostile.zip_bomb(2 * EXPANDED_CAP, LATE_ROW), "bomb.xlsx", "expands"),
+        "huge xlsx cell": (hostile.huge_cell(MAX_CELL_CHARS + 10), "cell.xlsx", "longer than"),
+        "huge csv header": (hostile.long_header(10 * hostile.MiB), "header.csv", "longer than"),
         "csv row of many long cells": (
-            b"name,type,city,unitNameAr,subProjectId\n" + b",".join([quoted_lines] * 5) + b"\n",
+            hostile.csv_row_of_long_cells(MAX_CELL_CHARS - 1000),
             "row.csv",
             "row longer than",
         ),
         "xlsx row of many long cells": (
-            xlsx(
-                sheet_xml(
-                    HEADER_ROW
-                    + b'<row r="2">'
-                    + b"".join(
-                        b'<c t="inlineStr"><is><t>' + long_text + b"</t></is></c>" for _ in range(5)
-                    )
-                    + b"</row>"
-                )
-            ),
+            hostile.xlsx_row_of_long_cells(MAX_CELL_CHARS - 10),
             "row.xlsx",
             "holds more than",
         ),
-        "gzip bomb": (
-            gzip.compress((b" " * (1024 * 1024 - 1) + b"\n") * (2 * EXPANDED_CAP // 1024**2)),
-            "bomb.jsonl.gz",
-            "expands",
-        ),
-        "non-UTF-8 csv": (b"name,type\n\xff\xfeVilla,villa\n", "latin.csv", "UTF-8"),
-        "broken gzip": (gzip.compress(b"name\nx\n")[:-12], "cut.csv.gz", "gzip"),
+        "gzip bomb": (hostile.gzip_bomb(2 * EXPANDED_CAP), "bomb.jsonl.gz", "expands"),
+        "non-UTF-8 csv": (hostile.not_utf8_csv(), "latin.csv", "UTF-8"),
+        "broken gzip": (hostile.broken_gzip(), "cut.csv.gz", "gzip"),
     }
 
 
@@ -204,7 +97,7 @@ def test_a_row_error_message_is_bounded() -> None:
 
 
 async def test_a_sheet_with_a_dtd_but_no_entities_is_refused_too(api: Api) -> None:
-    content = xlsx(sheet_xml(HEADER_ROW, b"<!DOCTYPE worksheet>"))
+    content = hostile.xlsx(hostile.sheet_xml(hostile.HEADER_ROW, b"<!DOCTYPE worksheet>"))
     job = await run_import(api, content, "doctype.xlsx")
     assert job["status"] == "failed" and "DTD" in job["error"]
 
@@ -249,7 +142,7 @@ def test_reading_a_zip_bomb_keeps_memory_bounded(tmp_path: Any) -> None:
     """A sheet of 200 MB of whitespace read in a process of its own (under the default cap, so
     it is read to its end): its peak RSS stays under 300 MB."""
     bomb = tmp_path / "bomb.xlsx"
-    bomb.write_bytes(xlsx(whitespace_bomb(200 * 1024 * 1024)))
+    bomb.write_bytes(hostile.zip_bomb(200 * hostile.MiB, LATE_ROW))
     script = textwrap.dedent(
         f"""
         import re, sys

@@ -8,6 +8,7 @@ import io
 import json
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import openpyxl
@@ -17,7 +18,9 @@ from sqlalchemy import func, select
 from tests.conftest import Api, start_api
 from tests.exports.test_exports import download, exact, make_units, run_export
 from units_api.config import Settings
+from units_api.exports.formats import STATUS_COLUMNS
 from units_api.http.json import dumps
+from units_api.imports.readers import open_reader
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import unit_history, units
 
@@ -113,6 +116,27 @@ async def test_an_exported_file_imports_back_unchanged(
     assert len(copies) == 3 and all(copy["version"] == 1 for copy in copies)
     assert sorted(editable(c) for c in copies) == sorted(editable(u) for u in made)
     assert any(b'"price":1250000.50' in editable(c) for c in copies)
+
+
+async def test_an_exported_xlsx_reads_back_as_the_api_wrote_its_units(
+    api: Api, tmp_path: Path
+) -> None:
+    """Its date cells (`createdAt`, `updatedAt`) too: as RFC 3339 UTC with milliseconds and
+    `Z`, the text the API writes."""
+    project, made = await make_units(api, 3)
+    job = await run_export(api, {"format": "xlsx", "filter": f"subProjectId=={project}"})
+    path = tmp_path / "units.xlsx"
+    path.write_bytes(await download(api, job))
+    rows = list(open_reader("xlsx", path).rows())
+    assert all(not row.errors for row in rows)
+    read = [
+        {name: value for name, value in (row.body or {}).items() if name not in STATUS_COLUMNS}
+        for row in rows
+    ]
+    assert read == [{name: value for name, value in u.items() if value is not None} for u in made]
+    times = [(body["createdAt"], body["updatedAt"]) for body in read]
+    assert times == [(unit["createdAt"], unit["updatedAt"]) for unit in made]
+    assert all(text.endswith("Z") for pair in times for text in pair)
 
 
 async def history_count(api: Api, ids: list[str]) -> int:

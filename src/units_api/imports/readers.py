@@ -4,7 +4,9 @@ A row becomes a unit body as a create or PUT takes it. In csv and xlsx an empty 
 absent field; text columns are taken as they are; numbers and nested values (lists, objects)
 are read as JSON, numbers exactly (never through floats), so a file the service exported
 imports back unchanged. A value that does not read is passed on as its text, for validation
-to name (`price: must be a JSON number`).
+to name (`price: must be a JSON number`). A spreadsheet's date cell reads as the API writes
+times (RFC 3339, UTC, to the millisecond, with `Z`): its time carries no zone, and an export
+writes UTC, so an exported `createdAt` reads back as it was.
 
 A csv or jsonl file that is gzip (by its magic bytes) is read as the file it holds. Memory is
 bounded whatever the file: what it expands to is counted against the import's expanded cap,
@@ -24,11 +26,12 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any
 
+from units_api.clock import format_time
 from units_api.exports.formats import COLUMN_KINDS, ColumnKind
 from units_api.http.json import parse_exact
 from units_api.jobs.work import JobFailed
@@ -283,7 +286,9 @@ def _from_cell(name: str, kind: ColumnKind, value: Any, row: Row) -> Any:
         return int(number) if value.is_integer() and kind == "integer" else number
     if isinstance(value, int):
         return str(value) if kind in ("text", "uuid", "time") else value
-    if isinstance(value, datetime | date):
+    if isinstance(value, datetime):
+        return format_time(value if value.tzinfo else value.replace(tzinfo=UTC))
+    if isinstance(value, date):
         return value.isoformat()
     return value
 

@@ -245,7 +245,7 @@ class JobRunner:
         except Exception as exc:
             log.warning(
                 "a job's end could not be counted",
-                extra={"jobId": str(claim.id), "kind": claim.kind, "error": repr(exc)[:500]},
+                extra={"jobId": str(claim.id), "kind": claim.kind, "error": bound_error(repr(exc))},
             )
             return None
         if row is None:
