@@ -37,8 +37,9 @@ async def exports_page(page: Page) -> Response:
     if page.request.method == "POST":
         form = await page.request.form()
         values = {name: text_of(form, name) for name in values}
-        body: dict[str, Any] = {"format": values["format"], "compression": values["compression"]}
-        body.update({name: values[name] for name in ("filter", "q") if values[name]})
+        body: dict[str, Any] = {
+            name: values[name] for name in ("format", "compression", "filter", "q") if values[name]
+        }
         if values["fields"]:
             body["fields"] = [f.strip() for f in values["fields"].split(",") if f.strip()]
         answer = await page.api.send("POST", EXPORTS_API, orjson.dumps(body))

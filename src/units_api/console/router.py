@@ -12,6 +12,7 @@ from starlette.staticfiles import StaticFiles
 
 from units_api.auth.secrets import hash_secret
 from units_api.console import sessions
+from units_api.console.admin import ROUTES as ADMIN_ROUTES
 from units_api.console.files import ROUTES as FILE_ROUTES
 from units_api.console.i18n import LANGUAGE_COOKIE, LANGUAGES
 from units_api.console.units import ROUTES as UNIT_ROUTES
@@ -117,5 +118,6 @@ routes: list[BaseRoute] = [
     Route(f"{PREFIX}/language/{{code}}", language, methods=["GET"]),
     *UNIT_ROUTES,
     *FILE_ROUTES,
+    *ADMIN_ROUTES,
     Mount(STATIC, StaticFiles(directory=HERE / "static"), name="console-static"),
 ]

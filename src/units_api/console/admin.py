@@ -1,0 +1,181 @@
+"""The admin pages: webhooks (create, test ping, delivery log with every attempt, redeliver,
+rotate the secret and show the new one once, enable, disable, delete) and API keys (issue,
+show the secret once, revoke). Admin keys only, as in the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.datastructures import FormData
+from starlette.responses import Response
+from starlette.routing import Route
+
+from units_api.auth.scopes import ADMIN, ALL_SCOPES
+from units_api.console.api import Answer
+from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
+from units_api.events.types import EVENT_TYPES
+
+WEBHOOKS_API = "/api/v2/webhooks"
+KEYS_API = "/api/v2/api-keys"
+DELIVERY_STATUSES = ("pending", "succeeded", "failed")
+
+
+def admin_only(handler: Any) -> Any:
+    async def page(current: Page) -> Response:
+        if not current.may(ADMIN):
+            return error_page(current, 403)
+        response: Response = await handler(current)
+        return response
+
+    return signed_in(page)
+
+
+def _problem(answer: Answer | None) -> str | None:
+    return None if answer is None or answer.ok or answer.errors else answer.detail
+
+
+def _status(answer: Answer | None) -> int:
+    return 200 if answer is None or answer.ok else min(answer.status, 503)
+
+
+async def webhooks_page(page: Page) -> Response:
+    values = {"url": "", "description": "", "filter": "", "eventTypes": ["*"]}
+    answer: Answer | None = None
+    created: dict[str, Any] | None = None
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = _webhook_values(form)
+        body = {k: v for k, v in values.items() if v not in ("", [])}
+        answer = await page.api.send("POST", WEBHOOKS_API, orjson.dumps(body))
+        if answer.ok:
+            created = answer.data
+    listed = await page.api.get(WEBHOOKS_API, {"limit": 100})
+    return page.render(
+        "webhooks.html",
+        201 if created else _status(answer),
+        webhooks=listed.data["data"] if listed.ok else [],
+        values=values,
+        created=created,
+        event_types=("*", *EVENT_TYPES),
+        errors=answer.errors if answer else {},
+        problem=_problem(answer),
+    )
+
+
+def _webhook_values(form: FormData) -> dict[str, Any]:
+    types = [str(value) for value in form.getlist("eventTypes") if str(value)]
+    return {
+        "url": text_of(form, "url"),
+        "description": text_of(form, "description"),
+        "filter": text_of(form, "filter"),
+        "eventTypes": types,
+    }
+
+
+async def webhook_page(page: Page) -> Response:
+    webhook_id = page.request.path_params["webhook_id"]
+    path = f"{WEBHOOKS_API}/{webhook_id}"
+    answer = await page.api.get(path)
+    if not answer.ok:
+        return error_page(page, answer.status)
+    status = page.request.query_params.get("status", "")
+    query = {"limit": 50, "status": status if status in DELIVERY_STATUSES else ""}
+    deliveries = await page.api.get(f"{path}/deliveries", query)
+    chosen = page.request.query_params.get("delivery")
+    attempts = None
+    if chosen:
+        found = await page.api.get(f"{path}/deliveries/{chosen}/attempts", {"limit": 50})
+        attempts = found.data["data"] if found.ok else []
+    return page.render(
+        "webhook.html",
+        webhook=answer.data,
+        deliveries=deliveries.data["data"] if deliveries.ok else [],
+        statuses=DELIVERY_STATUSES,
+        shown=query["status"],
+        chosen=chosen,
+        attempts=attempts,
+        done=page.request.query_params.get("done"),
+    )
+
+
+async def webhook_action(page: Page) -> Response:
+    """The buttons of a webhook's page; a new secret is shown on the page that answers, once."""
+    webhook_id = page.request.path_params["webhook_id"]
+    path = f"{WEBHOOKS_API}/{webhook_id}"
+    form = await page.request.form()
+    action = text_of(form, "action")
+    here = f"{PREFIX}/webhooks/{webhook_id}"
+    if action == "test":
+        answer = await page.api.send("POST", f"{path}/test", b"{}")
+        if answer.ok:
+            return page.render("webhook_result.html", result=answer.data, back=here)
+    elif action == "rotate":
+        answer = await page.api.send("POST", f"{path}/rotate-secret", b"{}")
+        if answer.ok:
+            return page.render("webhook_result.html", secret=answer.data["secret"], back=here)
+    elif action in ("enable", "disable"):
+        body = orjson.dumps({"enabled": action == "enable"})
+        answer = await page.api.send("PATCH", path, body)
+    elif action == "redeliver":
+        delivery = text_of(form, "delivery")
+        answer = await page.api.send("POST", f"{path}/deliveries/{delivery}/redeliver", b"{}")
+    elif action == "delete":
+        answer = await page.api.call("DELETE", path)
+        if answer.ok:
+            return redirect(f"{PREFIX}/webhooks")
+    else:
+        return error_page(page, 404)
+    if answer.ok:
+        return redirect(f"{here}?done={action}")
+    return page.render("message.html", _status(answer), message=answer.detail, back=here)
+
+
+async def keys_page(page: Page) -> Response:
+    values: dict[str, Any] = {"name": "", "scopes": [], "policy": "", "rateLimit": ""}
+    values["expiresAt"] = ""
+    answer: Answer | None = None
+    created: dict[str, Any] | None = None
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = {name: text_of(form, name) for name in ("name", "policy", "rateLimit")}
+        values["expiresAt"] = text_of(form, "expiresAt")
+        values["scopes"] = [str(scope) for scope in form.getlist("scopes")]
+        body = {k: v for k, v in values.items() if v not in ("", [])}
+        body.setdefault("scopes", [])
+        if values["expiresAt"] and len(values["expiresAt"]) == 16:
+            body["expiresAt"] = f"{values['expiresAt']}:00Z"
+        answer = await page.api.send("POST", KEYS_API, orjson.dumps(body))
+        if answer.ok:
+            created = answer.data
+    listed = await page.api.get(KEYS_API, {"limit": 100})
+    return page.render(
+        "keys.html",
+        201 if created else _status(answer),
+        keys=listed.data["data"] if listed.ok else [],
+        values=values,
+        created=created,
+        scopes=ALL_SCOPES,
+        errors=answer.errors if answer else {},
+        problem=_problem(answer),
+        current=str(page.session.principal.key_id) if page.session else "",
+    )
+
+
+async def revoke_key(page: Page) -> Response:
+    key_id = page.request.path_params["key_id"]
+    answer = await page.api.call("DELETE", f"{KEYS_API}/{key_id}")
+    if not answer.ok:
+        return page.render("message.html", _status(answer), message=answer.detail)
+    return redirect(f"{PREFIX}/keys")
+
+
+ROUTES = [
+    Route(f"{PREFIX}/webhooks", admin_only(webhooks_page), methods=["GET", "POST"]),
+    Route(f"{PREFIX}/webhooks/{{webhook_id}}", admin_only(webhook_page), methods=["GET"]),
+    Route(
+        f"{PREFIX}/webhooks/{{webhook_id}}/actions", admin_only(webhook_action), methods=["POST"]
+    ),
+    Route(f"{PREFIX}/keys", admin_only(keys_page), methods=["GET", "POST"]),
+    Route(f"{PREFIX}/keys/{{key_id}}/revoke", admin_only(revoke_key), methods=["POST"]),
+]
