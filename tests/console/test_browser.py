@@ -208,3 +208,47 @@ def _tab_to_link(page: Any, href: str) -> None:
 
 def _tab_to_button(page: Any, value: str) -> None:
     _tab_until(page, f"document.activeElement.value === {value!r}")
+
+
+def test_import_a_file_with_errors_then_download_an_export(
+    page: Any, console_server: Console, tmp_path: Any
+) -> None:
+    place = town()
+    rows = [
+        f"name,type,city,price\nGood Flat,flat,{place},100\n,flat,{place},5\nBad Price,villa,{place},-3\n"
+    ]
+    upload = tmp_path / "units.csv"
+    upload.write_text(rows[0])
+    sign_in(page, console_server, then="/console/imports")
+    page.get_by_label("File (csv, jsonl, xlsx)").set_input_files(str(upload))
+    assert page.get_by_label("Dry run (write nothing)").is_checked()
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url(re.compile(r"/console/imports/[0-9a-f-]{36}$"))
+    page.locator("#rows-failed").wait_for()
+    page.locator("[data-refresh]").wait_for(state="detached", timeout=30000)
+    assert page.locator("#rows-created").inner_text() == "1"
+    assert page.locator("#rows-failed").inner_text() == "2"
+    errors = page.locator("table.row-errors tbody tr")
+    assert errors.count() == 2
+    assert errors.nth(0).locator("td").nth(1).inner_text() == "name"
+    assert errors.nth(1).locator("td").nth(1).inner_text() == "price"
+    page.get_by_role("link", name="Import it for real").click()
+    page.get_by_label("File (csv, jsonl, xlsx)").set_input_files(str(upload))
+    page.get_by_label("Dry run (write nothing)").uncheck()
+    page.get_by_role("button", name="Upload").click()
+    page.wait_for_url(re.compile(r"/console/imports/[0-9a-f-]{36}$"))
+    page.locator("[data-refresh]").wait_for(state="detached", timeout=30000)
+    assert page.locator("#rows-created").inner_text() == "1"
+
+    page.get_by_role("link", name="Exports").click()
+    page.get_by_label("Format").select_option("csv")
+    page.get_by_label("Raw filter (RSQL)").fill(f'city=="{place}"')
+    page.get_by_role("button", name="Start the export").click()
+    page.wait_for_url(re.compile(r"/console/exports/[0-9a-f-]{36}$"))
+    page.get_by_role("link", name="Download").wait_for(timeout=30000)
+    with page.expect_download() as started:
+        page.get_by_role("link", name="Download").click()
+    saved = tmp_path / "export.csv"
+    started.value.save_as(saved)
+    text = saved.read_text(encoding="utf-8-sig")
+    assert "Good Flat" in text and "Bad Price" not in text
