@@ -4,6 +4,7 @@ to the API as the session's key (console/api.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -22,6 +23,7 @@ from units_api.units.states import AVAILABILITY, PUBLISHING
 
 UNITS_API = "/api/v2/units/"
 PAGE_SIZES = (20, 50, 100)
+HISTORY_SHOWN = 50
 FILTER_FIELDS = ("q", "city", "type", "status", "availability", "minPrice", "maxPrice")
 BOX_FIELDS = ("west", "south", "east", "north")
 PUBLISHING_STATES = tuple(PUBLISHING)
@@ -167,10 +169,12 @@ def _unit_path(unit_id: str) -> str:
 
 async def unit_page(page: Page) -> Response:
     unit_id = page.request.path_params["unit_id"]
-    answer = await page.api.get(_unit_path(unit_id))
+    answer, history = await asyncio.gather(
+        page.api.get(_unit_path(unit_id)),
+        page.api.get(f"{_unit_path(unit_id)}/history", {"limit": HISTORY_SHOWN}),
+    )
     if not answer.ok:
         return _failed(page, answer)
-    history = await page.api.get(f"{_unit_path(unit_id)}/history", {"limit": 50})
     unit = answer.data
     return page.render(
         "unit.html",
