@@ -176,6 +176,42 @@ async def test_a_delivery_links_to_the_request_that_wrote_its_event(
     assert delivery.kind == SpanKind.CLIENT
 
 
+async def test_a_delivery_sends_its_spans_traceparent(
+    traced_api: Api, spans: InMemorySpanExporter
+) -> None:
+    async with receiver() as target:
+        created = await traced_api.request(
+            "POST", "/api/v2/webhooks", json={"url": target.url, "eventTypes": ["unit.created"]}
+        )
+        assert created.status_code == 201, created.text
+        try:
+            unit = await traced_api.create_unit(city="Giza")
+            await target.wait_for(lambda got: len(target.of(unit["id"])) == 1)
+            (received,) = target.of(unit["id"])
+            delivery = await _until(
+                spans,
+                lambda s: (
+                    s.name == "webhook delivery"
+                    and (s.attributes or {}).get("units_api.event.id") == received.event["id"]
+                ),
+            )
+        finally:
+            await traced_api.request("DELETE", f"/api/v2/webhooks/{created.json()['id']}")
+
+    headers = {name.lower(): value for name, value in received.headers.items()}
+    assert delivery.context is not None
+    # The receiver continues the delivery's trace, under the delivery's own span.
+    version, trace_id, span_id, flags = headers["traceparent"].split("-")
+    assert (version, trace_id, span_id) == (
+        "00",
+        f"{delivery.context.trace_id:032x}",
+        f"{delivery.context.span_id:016x}",
+    )
+    assert int(flags, 16) == delivery.context.trace_flags and delivery.context.trace_flags.sampled
+    writer = _server_span(list(spans.get_finished_spans()), "POST /api/v2/units", "/api/v2/units/")
+    assert writer.context is not None and writer.context.trace_id != delivery.context.trace_id
+
+
 async def test_with_tracing_off_events_keep_no_trace_context(api: Api) -> None:
     assert not tracing.on
     unit = await api.create_unit(city="Giza")

@@ -174,11 +174,12 @@ EVENTS_WRITTEN = "units_api_events_written"
 
 class PlainConnection:
     """A connection of PostgreSQL's fast pool, for one operation whose statements all run on
-    the driver (`driver_connection`): one unit's create, replace, patch or delete. It has
-    what those need of an `AsyncConnection`: its dialect, an `info` dict, and a transaction,
-    begun by `driver_connection` at the first statement that needs one and ended by
-    `Database.operation`. SQLAlchemy's connection layer (checkout, options, begin, commit,
-    return) costs such an operation more than its statements (see bench/README.md)."""
+    the driver (`driver_connection`): one unit's read, create, replace, patch or delete. It
+    has what those need of an `AsyncConnection`: its dialect, an `info` dict, and a
+    transaction, begun by `driver_connection` at the first statement that needs one and
+    ended by `Database.operation` (a read, `Database.fast_read`, needs none). SQLAlchemy's
+    connection layer (checkout, options, begin, commit, return) costs such an operation more
+    than its statements (see bench/README.md)."""
 
     dialect: Dialect = postgresql.asyncpg.dialect()  # type: ignore[no-untyped-call]
 
@@ -267,6 +268,18 @@ class Database:
         """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
         async with _read_connection(self.engine) as conn:
             yield conn
+
+    @asynccontextmanager
+    async def fast_read(self) -> AsyncIterator[Connection]:
+        """A connection for one read whose statement runs on the driver (`driver_connection`
+        with `alone`): on PostgreSQL a PlainConnection of the fast pool, outside any
+        transaction; elsewhere (or without the pool) `read()`."""
+        if self.fast_pool is None:
+            async with self.read() as conn:
+                yield conn
+            return
+        async with self.fast_pool.acquire() as driver:
+            yield PlainConnection(driver)
 
     async def open_replicas(
         self, urls: Sequence[str], max_lag: float, pool_size: int = 10, watch: bool = True

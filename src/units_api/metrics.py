@@ -148,6 +148,13 @@ class _Series:
             buckets=JOB_BUCKETS,
             registry=self.registry,
         )
+        self.step_failures = Counter(
+            "units_api_background_step_failures",
+            "Failed steps of this server's background loops (each tried again after a "
+            "pause), by loop.",
+            ("loop",),
+            registry=self.registry,
+        )
 
 
 _series: _Series | None = None
@@ -200,6 +207,12 @@ def observe_job(kind: str, status: str, seconds: float) -> None:
     """Count a job that ended (or was queued again) after running `seconds`."""
     if _series is not None:
         _series.jobs.labels(kind, status).observe(seconds)
+
+
+def count_step_failure(loop: str) -> None:
+    """Count a failed step of the background loop named `loop`."""
+    if _series is not None:
+        _series.step_failures.labels(loop).inc()
 
 
 def sample_pools(db: Database) -> None:

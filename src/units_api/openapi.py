@@ -268,12 +268,27 @@ _DELIVERY_HEADERS = {
     "webhook-signature": "`v1,<base64 HMAC-SHA256 of id.timestamp.body>`; two, space-separated, "
     f"for {duration_text(ROTATION_GRACE.total_seconds())} after a secret rotation.",
 }
+# Sent only when the server records traces (the OTEL_* variables).
+_TRACE_HEADERS = {
+    "traceparent": "The W3C trace context of this attempt's span, when the server records "
+    "traces: the receiver may continue the trace.",
+}
 _EVENT_DATA = {
     "unit.created": "`data.unit`: the unit as created.",
     "unit.updated": "`data.unit`: the unit after the change; `data.changes`: "
     "`{field: {from, to}}`.",
     "unit.deleted": "`data.unit`: the unit as it was.",
 }
+
+
+def _header(name: str, text: str, required: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "header",
+        "required": required,
+        "description": text,
+        "schema": {"type": "string"},
+    }
 
 
 def _webhooks() -> dict[str, Any]:
@@ -293,14 +308,8 @@ def _webhooks() -> dict[str, Any]:
                 f"{_SEND_TIMEOUT} is success, anything else is retried after about "
                 f"{_RETRY_SCHEDULE}; a 410 disables the webhook.",
                 "parameters": [
-                    {
-                        "name": header,
-                        "in": "header",
-                        "required": True,
-                        "description": text,
-                        "schema": {"type": "string"},
-                    }
-                    for header, text in _DELIVERY_HEADERS.items()
+                    *(_header(name, text, True) for name, text in _DELIVERY_HEADERS.items()),
+                    *(_header(name, text, False) for name, text in _TRACE_HEADERS.items()),
                 ],
                 "requestBody": {
                     "required": True,

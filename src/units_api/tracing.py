@@ -11,7 +11,8 @@ Spans: each HTTP request (a server span named by method and route template, cont
 incoming `traceparent`), each database statement under one of the others (its text cut to
 `MAX_STATEMENT_TEXT`, never its parameters), each job run (in the supervising process, and
 the body in the job's own process) and each webhook delivery attempt, linked to the span of
-the request or job that wrote its event (the event keeps that span's `traceparent`).
+the request or job that wrote its event (the event keeps that span's `traceparent`); the
+attempt's request carries the attempt span's own `traceparent`, for the receiver to continue.
 
 Off, the service loads nothing of the SDK: code on a request's path checks `tracing.on`, and
 the request and statement hooks are not installed at all.
@@ -490,7 +491,8 @@ def _job(kind: str, job_id: str, attempt: int) -> dict[str, Any]:
 def delivery_attempt(
     webhook_id: str, delivery_id: str, event_id: str, attempt: int, written_by: str | None
 ) -> Iterator[Traced]:
-    """A webhook delivery attempt (a root span), linked to the span that wrote its event."""
+    """A webhook delivery attempt (a root span), linked to the span that wrote its event;
+    its `traceparent` goes out with the attempt's request."""
     if not on:
         yield Traced()
         return

@@ -214,11 +214,10 @@ def test_import_a_file_with_errors_then_download_an_export(
     page: Any, console_server: Console, tmp_path: Any
 ) -> None:
     place = town()
-    rows = [
-        f"name,type,city,price\nGood Flat,flat,{place},100\n,flat,{place},5\nBad Price,villa,{place},-3\n"
-    ]
+    rows = ["name,type,city,price", f"Good Flat,flat,{place},100", f",flat,{place},5"]
+    rows.append(f"Bad Price,villa,{place},-3")
     upload = tmp_path / "units.csv"
-    upload.write_text(rows[0])
+    upload.write_text("\n".join(rows) + "\n")
     sign_in(page, console_server, then="/console/imports")
     page.get_by_label("File (csv, jsonl, xlsx)").set_input_files(str(upload))
     assert page.get_by_label("Dry run (write nothing)").is_checked()

@@ -117,6 +117,19 @@ def parameters_of(operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {parameter["name"]: parameter for parameter in operation.get("parameters", [])}
 
 
+async def test_a_delivery_s_headers_are_documented(api: Api) -> None:
+    webhooks = (await document_of(api))["webhooks"]
+    for entry in webhooks.values():
+        headers = parameters_of(entry["post"])
+        assert {name for name, header in headers.items() if header["required"]} == {
+            "webhook-id",
+            "webhook-timestamp",
+            "webhook-signature",
+        }
+        # Only when the server records traces.
+        assert headers["traceparent"]["required"] is False
+
+
 async def test_every_operation_has_a_short_stable_camel_case_operation_id(api: Api) -> None:
     document = await document_of(api)
     found = {

@@ -1,4 +1,5 @@
-"""The background loops' skeleton (jobs/loop.py) and the registry of job kinds."""
+"""The background loops' skeleton (jobs/loop.py), its failures in /metrics, and the registry
+of job kinds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import logging
 import typing
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import Api
 from units_api.jobs import kinds, loop
 from units_api.jobs.schemas import Job
 
@@ -55,3 +58,34 @@ async def test_a_loop_logs_failures_backs_off_and_wakes_early(
     failures = [record for record in caplog.records if record.name == loop.__name__]
     assert [record.__dict__["failures"] for record in failures] == [1, 2]
     assert all(record.__dict__["loop"] == "test" and record.exc_info for record in failures)
+
+
+async def _step_failures(api: Api, name: str) -> float:
+    """The failed steps of loop `name`, as /metrics shows them."""
+    text = (await api.client.get("/metrics")).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "units_api_background_step_failures_total" and sample.labels == {
+                "loop": name
+            }:
+                return sample.value
+    return 0.0
+
+
+async def test_every_failed_step_is_counted_by_its_loop(api: Api) -> None:
+    name = "failing"
+    before = await _step_failures(api, name)
+    stop = asyncio.Event()
+    calls = 0
+
+    async def step() -> loop.Pause:
+        nonlocal calls
+        calls += 1
+        if calls <= 2:
+            raise RuntimeError("the database went away")
+        stop.set()
+        return loop.Pause(0)
+
+    await asyncio.wait_for(loop.run(name, step, stop, 0.001), 5)
+    assert calls == 3
+    assert await _step_failures(api, name) == before + 2

@@ -15,9 +15,11 @@ from datetime import datetime, timedelta
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.auth.service import Principal
+from units_api.auth.service import Authenticator, Principal
 from units_api.clock import utcnow
 from units_api.console import repository
+from units_api.db import Database
+from units_api.errors import Unauthorized
 
 COOKIE = "units_console"
 # The sign-in form's own token (no session yet): a cookie and a hidden field that must match.
@@ -82,6 +84,24 @@ async def find(conn: AsyncConnection, token: str | None) -> RowMapping | None:
     if row is None or row["expires_at"] <= utcnow():
         return None
     return row
+
+
+async def resume(db: Database, authenticator: Authenticator, token: str | None) -> Session | None:
+    """The live session of a cookie's token, its key checked as the API checks a key; a
+    session whose key was revoked or has expired is ended, and None returned."""
+    if not token:
+        return None
+    async with db.read() as conn:
+        row = await find(conn, token)
+    if row is None:
+        return None
+    try:
+        principal = await authenticator.resolve(row["key_hash"])
+    except Unauthorized:
+        async with db.transaction() as conn:
+            await end(conn, row["id"])
+        return None
+    return Session(row["id"], token, row["key_hash"], principal, row["expires_at"])
 
 
 async def end(conn: AsyncConnection, session_id: str) -> None:

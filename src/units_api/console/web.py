@@ -136,19 +136,7 @@ def to_sign_in(request: Request) -> Response:
 async def current_session(request: Request) -> sessions.Session | None:
     context: AppContext = request.app.state.context
     token = request.cookies.get(sessions.COOKIE)
-    if not token:
-        return None
-    async with context.db.read() as conn:
-        row = await sessions.find(conn, token)
-    if row is None:
-        return None
-    try:
-        principal = await context.authenticator.resolve(row["key_hash"])
-    except Unauthorized:  # the key was revoked or has expired: the session ends with it
-        async with context.db.transaction() as conn:
-            await sessions.end(conn, row["id"])
-        return None
-    return sessions.Session(row["id"], token, row["key_hash"], principal, row["expires_at"])
+    return await sessions.resume(context.db, context.authenticator, token)
 
 
 async def checked_form(page: Page) -> FormData | None:

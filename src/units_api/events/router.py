@@ -8,6 +8,7 @@ from starlette.responses import Response
 from units_api.auth.access import authorize
 from units_api.auth.scopes import EVENTS_READ
 from units_api.context import app_context
+from units_api.events.sequencer import sequence
 from units_api.events.service import FEED_LIMIT, parse_after, parse_types, read_feed
 from units_api.events.types import EVENT_TYPES
 from units_api.http import docs
@@ -53,5 +54,8 @@ async def list_events(request: Request) -> Response:
     types = parse_types(params.get("types"))
     policy = principal.policy_tree
     admit = None if policy is None else unit_predicate(policy)
-    body = await read_feed(context.db, after, limit, types, admit)
+    # The page holds every event committed before the request: they are numbered first.
+    await sequence(context.db)
+    async with context.db.read() as conn:
+        body = await read_feed(conn, after, limit, types, admit)
     return JSONResponse(body)

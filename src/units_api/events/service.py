@@ -8,13 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import CursorExpired, InvalidParameter
 from units_api.events import repository
 from units_api.events.render import render_event
-from units_api.events.sequencer import sequence
 from units_api.events.types import EVENT_TYPES
 from units_api.http.json import load_stored
 from units_api.http.paging import Limit
@@ -62,44 +62,47 @@ def _admitted(row: Row[Any], admit: Admit | None) -> bool:
 
 
 async def read_feed(
-    db: Database, after: int | None, limit: int, types: Sequence[str], admit: Admit | None
+    conn: AsyncConnection,
+    after: int | None,
+    limit: int,
+    types: Sequence[str],
+    admit: Admit | None,
 ) -> bytes:
-    """A page of the feed as the response body. `admit`: the key's policy on an event's unit
-    (job events are for keys without one)."""
-    await sequence(db)
-    async with db.read() as conn:
-        marks = await repository.positions(conn)
-        head, pruned = marks["head"], marks["pruned"]
-        if after is None:
-            after = pruned
-        elif after < pruned:
-            raise CursorExpired(
-                "Events after this cursor are no longer kept. Re-read the units (query or "
-                "export), then follow the feed from its current end: "
-                f"after={head}.",
-                extra={"currentCursor": str(head)},
-            )
-        elif after > head:
-            raise InvalidParameter("after", "is beyond the end of the feed")
-        if admit is None and db.dialect == "postgresql":
-            count, last, events = await repository.rendered_page(conn, after, head, limit, types)
-            return _body(events, last if count == limit else head)
-        items: list[bytes] = []
-        cursor = after
-        for _ in range(SCAN_PAGES):
-            asked = limit if admit is not None else limit - len(items)
-            rows = await repository.page(conn, cursor, head, asked, types)
-            for row in rows:
-                cursor = row.pos
-                if _admitted(row, admit):
-                    items.append(render_event(row))
-                    if len(items) == limit:
-                        break
-            if len(items) == limit:
-                break
-            if len(rows) < asked:
-                cursor = head
-                break
+    """A page of the feed as the response body, once the caller has numbered what committed
+    before it (`sequencer.sequence`, in transactions of its own). `admit`: the key's policy
+    on an event's unit (job events are for keys without one)."""
+    marks = await repository.positions(conn)
+    head, pruned = marks["head"], marks["pruned"]
+    if after is None:
+        after = pruned
+    elif after < pruned:
+        raise CursorExpired(
+            "Events after this cursor are no longer kept. Re-read the units (query or "
+            "export), then follow the feed from its current end: "
+            f"after={head}.",
+            extra={"currentCursor": str(head)},
+        )
+    elif after > head:
+        raise InvalidParameter("after", "is beyond the end of the feed")
+    if admit is None and conn.dialect.name == "postgresql":
+        count, last, events = await repository.rendered_page(conn, after, head, limit, types)
+        return _body(events, last if count == limit else head)
+    items: list[bytes] = []
+    cursor = after
+    for _ in range(SCAN_PAGES):
+        asked = limit if admit is not None else limit - len(items)
+        rows = await repository.page(conn, cursor, head, asked, types)
+        for row in rows:
+            cursor = row.pos
+            if _admitted(row, admit):
+                items.append(render_event(row))
+                if len(items) == limit:
+                    break
+        if len(items) == limit:
+            break
+        if len(rows) < asked:
+            cursor = head
+            break
     return _body(b",".join(items), cursor)
 
 

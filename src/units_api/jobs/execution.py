@@ -34,7 +34,7 @@ from units_api.http.json import dumps
 from units_api.jobs import kinds, loop, queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
-from units_api.jobs.storage import open_storage
+from units_api.jobs.storage import Storage, open_storage
 from units_api.jobs.work import JobContext, JobFailed
 from units_api.process import settle_collector, yield_cpu
 
@@ -45,10 +45,9 @@ CHILD_POLL = 0.2  # how often the parent looks whether the child is still runnin
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
 
 
-async def end_job(context: JobContext, status: str, **values: Any) -> None:
+async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> None:
     """End the claimed job with `status`, and write its event, in one transaction."""
-    claim = context.claim
-    async with context.db.transaction() as conn:
+    async with db.transaction() as conn:
         if status == SUCCEEDED:
             values["progress"] = 1.0
         await queue.record(
@@ -78,31 +77,30 @@ async def run_claimed(context: JobContext) -> None:
             log.warning(
                 "job failed", extra={"jobId": str(claim.id), "kind": claim.kind, "error": error}
             )
-            await end_job(context, FAILED, error=error, **exc.values)
+            await end_job(context.db, claim, FAILED, error=error, **exc.values)
         except LeaseLost:
             raise
         except Exception:
             log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
             if claim.attempt >= claim.max_attempts:
-                await end_job(context, FAILED, error=UNEXPECTED.format(n=claim.attempt))
+                await end_job(context.db, claim, FAILED, error=UNEXPECTED.format(n=claim.attempt))
             else:
                 await queue.release(context.db, claim, RETRY_AFTER * claim.attempt)
         else:
-            await end_job(context, SUCCEEDED, **values)
+            await end_job(context.db, claim, SUCCEEDED, **values)
         upload = claim.params.get("upload")
         if upload:
-            await _discard(context, upload)
+            await _discard(context.db, context.storage, claim.id, upload)
     except LeaseLost:
         log.warning("job lease lost; stopping", extra={"jobId": str(claim.id), "kind": claim.kind})
 
 
-async def _discard(context: JobContext, key: str) -> None:
+async def _discard(db: Database, storage: Storage, job_id: uuid.UUID, key: str) -> None:
     """Delete a job's uploaded file once the job has ended (it is not needed again)."""
-    row = None
-    async with context.db.read() as conn:
-        row = await queue.get(conn, context.claim.id)
+    async with db.read() as conn:
+        row = await queue.get(conn, job_id)
     if row is not None and row["status"] in (SUCCEEDED, FAILED):
-        await context.storage.delete(key)
+        await storage.delete(key)
 
 
 def child_main(

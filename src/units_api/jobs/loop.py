@@ -4,9 +4,10 @@ the job runner are each a step run by `run`.
 A step does one round of work (in transactions it opens and ends itself) and returns how
 long to wait before the next one (`Pause`: at most `seconds`, less if one of its `wakes` is
 set first). The loop stops between steps when asked, never by cancelling a step under way;
-a step that raises is logged (with the loop's name and how many steps in a row failed) and
-tried again after a pause that doubles with each failure in a row, from the loop's own
-`retry` up to `max(retry, BACKOFF_LIMIT)`.
+a step that raises is logged (with the loop's name and how many steps in a row failed),
+counted by the loop's name (`units_api_background_step_failures`), and tried again after a
+pause that doubles with each failure in a row, from the loop's own `retry` up to
+`max(retry, BACKOFF_LIMIT)`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+
+from units_api import metrics
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,7 @@ async def run(name: str, step: Step, stop: asyncio.Event, retry: float) -> None:
             pause = await step()
         except Exception:
             failures += 1
+            metrics.count_step_failure(name)
             log.exception(
                 "background step failed; retrying",
                 extra={"loop": name, "failures": failures},

@@ -28,28 +28,23 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
-from units_api.db import Connection, Database, UTCDateTime, driver_connection
+from units_api.db import Connection, UTCDateTime, driver_connection
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
 
-
-async def fetch_doc(conn: AsyncConnection, unit_id: uuid.UUID) -> tuple[str, int] | None:
-    query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
-    row = (await conn.execute(query)).first()
-    return None if row is None else (row[0], row[1])
-
-
 _FETCH_DOC_SQL = "SELECT doc, version FROM units WHERE id = $1"
 
 
-async def fetch_doc_fast(db: Database, unit_id: uuid.UUID) -> tuple[str, int] | None:
-    """The record by id, on the fast pool where there is one."""
-    if db.fast_pool is None:
-        async with db.read() as conn:
-            return await fetch_doc(conn, unit_id)
-    async with db.fast_pool.acquire() as raw:
-        row = await raw.fetchrow(_FETCH_DOC_SQL, unit_id)
+async def fetch_doc(conn: Connection, unit_id: uuid.UUID) -> tuple[str, int] | None:
+    """The record by id and its version; on a PlainConnection (`Database.fast_read`) by the
+    driver alone."""
+    if isinstance(conn, AsyncConnection):
+        query = select(units.c.doc, units.c.version).where(units.c.id == unit_id)
+        row = (await conn.execute(query)).first()
+    else:
+        driver = await driver_connection(conn, alone=True)
+        row = await driver.fetchrow(_FETCH_DOC_SQL, unit_id)
     return None if row is None else (row[0], row[1])
 
 

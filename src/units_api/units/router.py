@@ -341,7 +341,8 @@ async def _state_action(
 async def get_unit(id: UnitId, request: Request) -> Response:
     principal = await authorize(request, UNITS_READ)
     context = app_context(request)
-    body, version = await service.get(context.db, id, principal)
+    async with context.db.fast_read() as conn:
+        body, version = await service.get(conn, id, principal)
     if matches(request.headers.get("if-none-match"), version):
         return Response(status_code=304, headers={"ETag": etag(version)})
     return Response(body, headers={"ETag": etag(version)}, media_type="application/json")

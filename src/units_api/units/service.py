@@ -16,7 +16,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import format_time, utcnow
-from units_api.db import Connection, Database
+from units_api.db import Connection
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
@@ -101,8 +101,8 @@ async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabul
     return Written(record.id, record.version, change.doc.encode())
 
 
-async def get(db: Database, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
-    row = await repository.fetch_doc_fast(db, unit_id)
+async def get(conn: Connection, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
+    row = await repository.fetch_doc(conn, unit_id)
     admit = _admit(who)
     if row is None or (admit is not None and not admit(load_stored(row[0]))):
         raise _not_found(unit_id)

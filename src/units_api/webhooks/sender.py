@@ -1,4 +1,5 @@
-"""Sending one signed delivery: Standard Webhooks headers, SSRF guard, bounded time and size."""
+"""Sending one signed delivery: Standard Webhooks headers (and the attempt's `traceparent`
+when traces are on), SSRF guard, bounded time and size."""
 
 from __future__ import annotations
 
@@ -85,7 +86,16 @@ class Sender:
         if self._session is not None:
             await self._session.close()
 
-    async def send(self, url: str, secrets: list[str], message_id: str, body: bytes) -> Attempt:
+    async def send(
+        self,
+        url: str,
+        secrets: list[str],
+        message_id: str,
+        body: bytes,
+        traceparent: str | None = None,
+    ) -> Attempt:
+        """POST `body`, signed; `traceparent`: the W3C trace context of the attempt's span,
+        sent so the receiver can continue the trace."""
         started = time.perf_counter()
         now = datetime.now(UTC)
         headers = {
@@ -95,6 +105,8 @@ class Sender:
             "webhook-timestamp": str(int(now.timestamp())),
             "webhook-signature": sign(secrets, message_id, now, body),
         }
+        if traceparent is not None:
+            headers["traceparent"] = traceparent
         try:
             if not self._allow_private:
                 check_literal(urlsplit(url).hostname or "")

@@ -211,7 +211,9 @@ class Deliverer:
                 attempt = Attempt(None, 0, "The event is no longer kept.", None)
             else:
                 try:
-                    attempt = await self.sender.send(job.url, job.secrets, job.event_id, job.body)
+                    attempt = await self.sender.send(
+                        job.url, job.secrets, job.event_id, job.body, traced.traceparent
+                    )
                 except Exception as exc:  # a failed attempt, retried like any other
                     log.exception("webhook send failed unexpectedly", extra=_ids(job))
                     attempt = Attempt(None, 0, f"{type(exc).__name__}: {exc}"[:500], None)
