@@ -108,17 +108,17 @@ def test_a_price_edit_meets_a_change_made_in_another_session(
     try:
         second = other.new_page()
         sign_in(second, console_server, then=f"/console/units/{unit['id']}/edit")
-        second.get_by_label("price", exact=True).fill("1250000.50")
+        second.get_by_label("Price", exact=True).fill("1250000.50")
         second.get_by_role("button", name="Save").click()
         second.wait_for_url(re.compile(r"done=saved"))
         assert "1,250,000.5" in second.content()
     finally:
         other.close()
-    page.get_by_label("price", exact=True).fill("999999.99")
+    page.get_by_label("Price", exact=True).fill("999999.99")
     page.get_by_role("button", name="Save").click()
     alert = page.get_by_role("alert")
     assert "Changed by someone else since you opened it." in alert.inner_text()
-    assert page.get_by_label("price", exact=True).input_value() == "999999.99"
+    assert page.get_by_label("Price", exact=True).input_value() == "999999.99"
     with page.context.expect_page() as opened:
         page.get_by_role("link", name="See the new version").click()
     fresh = opened.value

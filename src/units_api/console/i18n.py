@@ -120,6 +120,7 @@ ARABIC: dict[str, str] = {
     "Read only": "قراءة فقط",
     "Format": "الصيغة",
     "Per page": "لكل صفحة",
+    "line": "سطر",
     "west": "غرب",
     "south": "جنوب",
     "east": "شرق",
@@ -205,6 +206,76 @@ ARABIC: dict[str, str] = {
     "expired": "انتهت صلاحيتها",
 }
 
+# The unit's fields as a person reads them: English, Arabic. The field's own name stays in the
+# page too (a label's `title`), as the API, the filters and the spreadsheets spell it.
+FIELD_LABELS: dict[str, tuple[str, str]] = {
+    "name": ("Name", "الاسم"),
+    "type": ("Type", "النوع"),
+    "location": ("Location", "الموقع"),
+    "price": ("Price", "السعر"),
+    "surface": ("Surface", "المساحة"),
+    "guaranty": ("Guaranty", "الضمان"),
+    "city": ("City", "المدينة"),
+    "subProjectId": ("Sub-project", "المشروع الفرعي"),
+    "priceBase": ("Price basis", "أساس السعر"),
+    "unitImageUrl": ("Image", "الصورة"),
+    "unitNameAr": ("Name (Arabic)", "الاسم بالعربية"),
+    "startingPrice": ("Starting price", "السعر الابتدائي"),
+    "maxPrice": ("Maximum price", "أعلى سعر"),
+    "unitDesc": ("Description", "الوصف"),
+    "unitDescAr": ("Description (Arabic)", "الوصف بالعربية"),
+    "unitShortDesc": ("Short description", "وصف مختصر"),
+    "unitShortDescAr": ("Short description (Arabic)", "وصف مختصر بالعربية"),
+    "unitLocation": ("Map location", "الموقع على الخريطة"),
+    "expense": ("Expense", "المصروفات"),
+    "expense.name": ("Expense", "المصروفات"),
+    "expense.value": ("Expense amount", "قيمة المصروفات"),
+    "gallery": ("Gallery", "معرض الصور"),
+    "specs": ("Features", "المواصفات"),
+    "options": ("Options", "الخيارات"),
+    "paymentPlans": ("Payment plans", "خطط السداد"),
+    "floorsPlan": ("Floors", "الأدوار"),
+    "readings": ("Meter readings", "قراءات العدادات"),
+    "featureNumber": ("No.", "رقم"),
+    "featureType": ("Type", "النوع"),
+    "featureImage": ("Image", "الصورة"),
+    "featureDesc": ("Description", "الوصف"),
+    "featureDescAr": ("Description (Arabic)", "الوصف بالعربية"),
+    "featureTag": ("Tag", "الوسم"),
+    "active": ("Active", "مفعّل"),
+    "optionNumber": ("No.", "رقم"),
+    "optionName": ("Name", "الاسم"),
+    "optionNameAr": ("Name (Arabic)", "الاسم بالعربية"),
+    "area": ("Area", "المساحة"),
+    "uom": ("Unit", "وحدة القياس"),
+    "planNumber": ("No.", "رقم"),
+    "planName": ("Name", "الاسم"),
+    "planNameAr": ("Name (Arabic)", "الاسم بالعربية"),
+    "planDesc": ("Description", "الوصف"),
+    "planDescAr": ("Description (Arabic)", "الوصف بالعربية"),
+    "minPrice": ("Minimum price", "أدنى سعر"),
+    "default": ("Default", "افتراضية"),
+    "downPayment": ("Down payment", "الدفعة المقدمة"),
+    "installmentsValue": ("Installment", "قيمة القسط"),
+    "paymentDetails": ("Details", "التفاصيل"),
+    "floorsNumber": ("Floor", "الدور"),
+    "floorName": ("Name", "الاسم"),
+    "floorNameAr": ("Name (Arabic)", "الاسم بالعربية"),
+    "floorDesc": ("Description", "الوصف"),
+    "floorDescAr": ("Description (Arabic)", "الوصف بالعربية"),
+    "rooms": ("Rooms", "الغرف"),
+    "baths": ("Baths", "الحمامات"),
+    "view": ("View", "الإطلالة"),
+    "extras": ("Extras", "إضافات"),
+    "floorImage": ("Plan image", "صورة المخطط"),
+    "service": ("Service", "الخدمة"),
+    "currentReading": ("Current reading", "القراءة الحالية"),
+    "previousReading": ("Previous reading", "القراءة السابقة"),
+    "cost": ("Cost", "التكلفة"),
+    "readingDate": ("Date", "التاريخ"),
+    "Notes": ("Notes", "ملاحظات"),
+}
+
 STATUS_WORDS = {
     "draft": "مسودة",
     "scheduled": "مجدولة",
@@ -235,6 +306,13 @@ class Language:
         if self.code == "ar":
             return ARABIC.get(text, text)
         return text
+
+    def field(self, name: str) -> str:
+        """A field's label in this language (its API name when it has none)."""
+        labels = FIELD_LABELS.get(name)
+        if labels is None:
+            return name
+        return labels[1] if self.code == "ar" else labels[0]
 
     def number(self, value: object) -> str:
         """A number grouped by thousands, exactly as stored (no float on the way)."""

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
-from units_api.console import forms
+from units_api.console import forms, maps
 from units_api.console.api import Answer
 from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
 from units_api.units.fields import SORTABLE
@@ -64,45 +64,21 @@ def _asked(request: Request) -> dict[str, str]:
     return {name: request.query_params.get(name, "").strip() for name in names}
 
 
-def _map(units: list[dict[str, Any]], asked: dict[str, str]) -> dict[str, Any] | None:
-    """The page's units with a location, placed on a plain longitude/latitude frame that
-    holds them all (or the box filter, when one is set)."""
-    located = [unit for unit in units if (unit.get("unitLocation") or {}).get("coordinates")]
+def _map(page: Page, units: list[dict[str, Any]], asked: dict[str, str]) -> dict[str, Any] | None:
+    """The page's units with a location, on a frame that holds them all (or the box filter's,
+    when one is set)."""
     points = [
-        (
-            unit,
-            float(unit["unitLocation"]["coordinates"][0]),
-            float(unit["unitLocation"]["coordinates"][1]),
-        )
-        for unit in located
+        maps.Point(unit, float(location["coordinates"][0]), float(location["coordinates"][1]))
+        for unit in units
+        if (location := unit.get("unitLocation") or {}).get("coordinates")
     ]
-    box = [asked.get(name, "") for name in BOX_FIELDS]
+    box: tuple[float, float, float, float] | None = None
     try:
-        west, south, east, north = (float(value) for value in box) if all(box) else (0, 0, 0, 0)
+        west, south, east, north = (float(asked.get(name, "")) for name in BOX_FIELDS)
+        box = (west, south, east, north)
     except ValueError:
-        west = south = east = north = 0
-    if not (east > west and north > south):
-        if not points:
-            return None
-        west, east = min(p[1] for p in points), max(p[1] for p in points)
-        south, north = min(p[2] for p in points), max(p[2] for p in points)
-        pad = max(east - west, north - south, 0.01) * 0.1
-        west, east, south, north = west - pad, east + pad, south - pad, north + pad
-    width, height = 600, 360
-    placed = [
-        {
-            "unit": unit,
-            "x": round((lng - west) / (east - west) * width, 1),
-            "y": round((north - lat) / (north - south) * height, 1),
-        }
-        for unit, lng, lat in points
-    ]
-    return {
-        "points": placed,
-        "width": width,
-        "height": height,
-        "frame": [round(value, 6) for value in (west, south, east, north)],
-    }
+        pass
+    return maps.frame(points, box, page.context.settings.console_tile_url)
 
 
 def _pages(meta: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +122,7 @@ async def units_page(page: Page) -> Response:
         meta=_pages(data.get("meta") or {}),
         links=links,
         problem=problem,
-        map=_map(units, asked),
+        map=_map(page, units, asked),
         sorts=tuple(SORTABLE),
         publishing_states=PUBLISHING_STATES,
         availability_states=AVAILABILITY_STATES,

@@ -90,6 +90,7 @@ class Page:
             page=self,
             lang=lang,
             t=lang.t,
+            label=lang.field,
             number=lang.number,
             time=lang.time,
             static=STATIC,

@@ -7,21 +7,21 @@ function setUpMap() {
   const form = document.getElementById("filters");
   if (!map || !form) return;
   const box = document.getElementById("map-box");
-  const frame = ["west", "south", "east", "north"].map((k) => parseFloat(map.dataset[k]));
+  const size = 256 * Math.pow(2, parseInt(map.dataset.zoom, 10));
+  const view = map.viewBox.baseVal;
   let start = null;
 
+  // A point of the map in its own coordinates (Web Mercator pixels at its zoom), kept inside
+  // the frame, with the longitude and latitude it stands for (console/maps.py's inverse).
   function local(event) {
     const point = map.createSVGPoint();
     point.x = event.clientX;
     point.y = event.clientY;
     const inner = point.matrixTransform(map.getScreenCTM().inverse());
-    const width = map.viewBox.baseVal.width, height = map.viewBox.baseVal.height;
-    return {
-      x: Math.min(Math.max(inner.x, 0), width),
-      y: Math.min(Math.max(inner.y, 0), height),
-      lng: frame[0] + (Math.min(Math.max(inner.x, 0), width) / width) * (frame[2] - frame[0]),
-      lat: frame[3] - (Math.min(Math.max(inner.y, 0), height) / height) * (frame[3] - frame[1]),
-    };
+    const x = Math.min(Math.max(inner.x, view.x), view.x + view.width);
+    const y = Math.min(Math.max(inner.y, view.y), view.y + view.height);
+    const lat = Math.atan(Math.sinh(Math.PI * (1 - (2 * y) / size))) * (180 / Math.PI);
+    return { x: x, y: y, lng: (x / size) * 360 - 180, lat: lat };
   }
 
   function draw(a, b) {
