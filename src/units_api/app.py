@@ -9,11 +9,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi_offline import FastAPIOffline
-from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
@@ -27,6 +25,7 @@ from units_api.config import Settings
 from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
 from units_api.context import AppContext
+from units_api.db import UNAVAILABLE as DATABASE_UNAVAILABLE
 from units_api.db import Database, create_engine
 from units_api.errors import (
     PROBLEM_CONTENT_TYPE,
@@ -84,17 +83,6 @@ ROUTERS = (
 )
 API_PREFIX = "/api/"
 DOCS_ASSETS = "/docs/assets"
-# The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool.
-DATABASE_UNAVAILABLE = (
-    OperationalError,
-    InterfaceError,
-    asyncpg.InterfaceError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-    asyncpg.TooManyConnectionsError,
-    ConnectionError,
-)
 
 
 def _method_table(app: FastAPI) -> list[tuple[re.Pattern[str], set[str]]]:

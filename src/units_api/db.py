@@ -18,6 +18,7 @@ import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -40,6 +41,19 @@ NAMING_CONVENTION = {
 }
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+# The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool.
+UNAVAILABLE = (
+    OperationalError,
+    InterfaceError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.TooManyConnectionsError,
+    ConnectionError,
+)
 
 
 class UTCDateTime(TypeDecorator[datetime]):

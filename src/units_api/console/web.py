@@ -22,6 +22,7 @@ from units_api.console import sessions
 from units_api.console.api import Api
 from units_api.console.i18n import LANGUAGE_COOKIE, Language, choose
 from units_api.context import AppContext
+from units_api.db import UNAVAILABLE
 from units_api.errors import ApiError, Unauthorized
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,11 @@ def signed_in(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
             return to_sign_in(request)
         except ApiError as error:
             return error_page(current, error.status)
+        except UNAVAILABLE:
+            raise  # the application's handler answers (a 503 page: `problem_page`)
+        except Exception:
+            log.exception("console page failed", extra={"path": request.url.path})
+            return error_page(current, 500)
 
     return page
 
@@ -184,9 +190,13 @@ def error_page(page: Page, status: int) -> Response:
         403: "You may not do this with this key.",
         404: "Not found.",
         405: "Not found.",
+        409: "Not ready yet; try again in a moment.",
+        410: "This file is no longer kept.",
+        429: "Too many requests; wait a moment.",
+        503: "The service is busy; try again shortly.",
     }
     text = messages.get(status, "Something went wrong; try again.")
-    return page.render("message.html", status if status < 500 else 503, message=page.t(text))
+    return page.render("message.html", status, message=page.t(text))
 
 
 def text_of(form: FormData, name: str) -> str:
