@@ -109,6 +109,21 @@ async def test_a_revoked_key_ends_its_sessions_at_the_next_request(api: Api) -> 
     assert after.status_code == 303 and after.headers["location"].startswith("/console/login")
 
 
+async def test_a_form_sent_after_the_session_ended_comes_back_to_its_page(api: Api) -> None:
+    unit = await api.create_unit(**READY_UNIT)
+    client = await sign_in(api)
+    page = await client.get(f"/console/units/{unit['id']}")
+    client.cookies.delete("units_console")
+    answer = await client.post(
+        f"/console/units/{unit['id']}/publishing",
+        data={"csrf": csrf_of(page), "action": "publish", "version": "1"},
+        headers={"referer": f"http://units.test/console/units/{unit['id']}"},
+    )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == (f"/console/login?next=%2Fconsole%2Funits%2F{unit['id']}")
+    assert (await api.request("GET", f"/api/v2/units/{unit['id']}")).json()["version"] == 1
+
+
 async def test_sign_out_ends_the_session(api: Api) -> None:
     client = await sign_in(api)
     page = await client.get("/console/units")
@@ -297,7 +312,16 @@ async def test_bulk_previews_then_applies(api: Api) -> None:
     assert 'id="preview"' in preview.text and "3 units would change" in preview.text
     listed = (await api.request("GET", "/api/v2/units/", params={"p": f'city=="{town}"'})).json()
     assert {unit["price"] for unit in listed["data"]} == {10}
-    applied = await client.post("/console/bulk", data={**data, "_apply": "1"})
+    changed = await client.post("/console/bulk", data={**data, "price": "99", "_apply": "1"})
+    assert 'id="preview"' in changed.text  # edited after its preview: previewed again
+    listed = (await api.request("GET", "/api/v2/units/", params={"p": f'city=="{town}"'})).json()
+    assert {unit["price"] for unit in listed["data"]} == {10}
+    previewed = re.search(r'name="_previewed" value="([^"]+)"', preview.text)
+    assert previewed
+    applied = await client.post(
+        "/console/bulk",
+        data={**data, "_apply": "1", "_previewed": previewed.group(1).replace("&#34;", '"')},
+    )
     assert "3 changed" in applied.text
     listed = (await api.request("GET", "/api/v2/units/", params={"p": f'city=="{town}"'})).json()
     assert {unit["price"] for unit in listed["data"]} == {20.5}

@@ -24,6 +24,7 @@ from units_api.units.states import AVAILABILITY, PUBLISHING
 UNITS_API = "/api/v2/units/"
 PAGE_SIZES = (20, 50, 100)
 HISTORY_SHOWN = 50
+BULK_FIELDS = ("filter", "price", "city", "type")
 FILTER_FIELDS = ("q", "city", "type", "status", "availability", "minPrice", "maxPrice")
 BOX_FIELDS = ("west", "south", "east", "north")
 PUBLISHING_STATES = tuple(PUBLISHING)
@@ -297,13 +298,16 @@ async def bulk_page(page: Page) -> Response:
     answer: Answer | None = None
     if page.request.method == "POST":
         form = await page.request.form()
-        values = {name: text_of(form, name) for name in ("filter", "price", "city", "type")}
+        values = {name: text_of(form, name) for name in BULK_FIELDS}
         patch = {
             name: (_number_or_text(values[name]) if name == "price" else values[name])
             for name in ("price", "city", "type")
             if values[name]
         }
-        apply = text_of(form, "_apply") == "1"
+        # Applied only as previewed: a filter or change edited after its preview is previewed
+        # again rather than applied unseen.
+        previewed = text_of(form, "_previewed")
+        apply = text_of(form, "_apply") == "1" and previewed == _signature(values)
         body = {"filter": values["filter"], "patch": patch, "dryRun": not apply}
         answer = await page.api.send("PUT", f"{UNITS_API}bulk/update", orjson.dumps(body))
         if answer.ok:
@@ -314,12 +318,17 @@ async def bulk_page(page: Page) -> Response:
     return page.render(
         "bulk.html",
         200 if answer is None or answer.ok else min(answer.status, 503),
+        signature=_signature(values) if preview else "",
         values=values,
         preview=preview,
         result=result,
         errors=answer.errors if answer is not None else {},
         problem=None if answer is None or answer.ok or answer.errors else answer.detail,
     )
+
+
+def _signature(values: dict[str, str]) -> str:
+    return orjson.dumps([values.get(name, "") for name in BULK_FIELDS]).decode()
 
 
 def _number_or_text(text: str) -> Any:

@@ -130,9 +130,19 @@ def safe_next(target: str | None) -> str:
 
 
 def to_sign_in(request: Request) -> Response:
-    response = redirect(f"{PREFIX}/login?next={quote(_here(request), safe='')}")
+    """To sign-in, and back after it: to this page, or for a form sent after the session
+    ended, to the page the form was on (its data is not kept)."""
+    back = _here(request) if request.method == "GET" else _referring_page(request)
+    response = redirect(f"{PREFIX}/login?next={quote(back, safe='')}")
     response.delete_cookie(sessions.COOKIE, path=PREFIX)
     return response
+
+
+def _referring_page(request: Request) -> str:
+    referer = urlsplit(request.headers.get("referer", ""))
+    same_site = referer.netloc == request.url.netloc
+    page = referer.path + (f"?{referer.query}" if referer.query else "")
+    return safe_next(page if same_site else None)
 
 
 async def current_session(request: Request) -> sessions.Session | None:
