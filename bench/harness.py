@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -121,7 +122,7 @@ def _seconds(text: str) -> float:
     return float(match.group(1)) * {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}[match.group(2)]
 
 
-def run_wrk(
+def wrk_command(
     url: str,
     key: str,
     *,
@@ -131,8 +132,8 @@ def run_wrk(
     script: str | None = None,
     script_args: tuple[str, ...] = (),
     headers: tuple[str, ...] = (),
-) -> dict[str, float]:
-    """One wrk run: requests/s, p50 and p99 in ms, and the count of non-2xx answers."""
+) -> list[str]:
+    """The command line of one wrk run (its output is read by `read_wrk`)."""
     command = [
         "wrk",
         f"-t{threads}",
@@ -151,7 +152,18 @@ def run_wrk(
     command.append(url)
     if script_args:
         command += ["--", *script_args]
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return command
+
+
+def run_wrk(url: str, key: str, **options: Any) -> dict[str, float]:
+    """One wrk run (the options of `wrk_command`), read by `read_wrk`."""
+    command = wrk_command(url, key, **options)
+    return read_wrk(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+
+def read_wrk(output: str) -> dict[str, float]:
+    """A wrk run's requests/s, p50 and p99 in ms, its count of requests, of non-2xx answers,
+    and of socket errors (connect, read, write, timeout)."""
     figures = {}
     for name, pattern in (
         ("rps", r"Requests/sec:\s+([\d.]+)"),
@@ -162,6 +174,13 @@ def run_wrk(
         assert match, output
         raw = match.group(1)
         figures[name] = float(raw) if name == "rps" else _seconds(raw) * 1000
+    requests = re.search(r"(\d+) requests in", output)
+    assert requests, output
+    figures["requests"] = int(requests.group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
     figures["non_2xx"] = int(errors.group(1)) if errors else 0
+    sockets = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
+    )
+    figures["socket_errors"] = sum(int(count) for count in sockets.groups()) if sockets else 0
     return figures

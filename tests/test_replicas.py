@@ -7,14 +7,10 @@ refused at start."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import pwd
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -22,8 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]
 import pytest
+from bench.replica_pair import Pair, caught_up, cluster_user, server_binaries, sql
+from sqlalchemy.exc import OperationalError, PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.conftest import PG_URL, Api, start_api
@@ -32,124 +29,15 @@ from units_api.config import SettingError, Settings
 from units_api.db import Database, create_engine
 from units_api.http.json import dumps
 from units_api.migrate import upgrade
-from units_api.replicas import SETTING, ReplicaSet, refuse_unusable
+from units_api.replicas import SETTING, ReplicaSet, refuse_unusable, unreachable
 
 UNITS = "/api/v2/units/"
 REPLICA = "replica-1"
-POSTGRES_USER = "postgres"
-
-
-def _bin_dir() -> Path | None:
-    """The newest PostgreSQL server binaries on this machine (Debian's layout, or PATH)."""
-    versions = sorted(
-        Path("/usr/lib/postgresql").glob("*/bin"),
-        key=lambda path: int(path.parent.name) if path.parent.name.isdigit() else 0,
-    )
-    for candidate in reversed(versions):
-        if (candidate / "initdb").exists() and (candidate / "pg_basebackup").exists():
-            return candidate
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-def _os_user() -> str | None:
-    """Who runs the clusters: `postgres` when the tests run as root (PostgreSQL refuses to run
-    as root), else the tests' own user; None when root has no `postgres` user."""
-    if os.geteuid() != 0:
-        return ""
-    try:
-        pwd.getpwnam(POSTGRES_USER)
-    except KeyError:
-        return None
-    return POSTGRES_USER
-
-
-class Pair:
-    """A primary and its streaming standby, stopped and removed by `remove`."""
-
-    def __init__(self, bin_dir: Path, user: str) -> None:
-        self.bin_dir = bin_dir
-        self.user = user
-        # Under /tmp when another user runs the clusters: it must reach the directory.
-        where = "/tmp" if user else None
-        self.root = Path(tempfile.mkdtemp(prefix="units-api-replicas-", dir=where))
-        self.primary_dir = self.root / "primary"
-        self.standby_dir = self.root / "standby"
-        self.primary_port = free_port()
-        self.standby_port = free_port()
-        if user:
-            shutil.chown(self.root, user)
-
-    def url(self, port: int) -> str:
-        return f"postgresql://postgres@127.0.0.1:{port}/postgres"
-
-    @property
-    def primary_url(self) -> str:
-        return self.url(self.primary_port)
-
-    @property
-    def standby_url(self) -> str:
-        return self.url(self.standby_port)
-
-    def run(self, program: str, *args: str) -> None:
-        command = [str(self.bin_dir / program), *args]
-        if self.user:
-            command = ["runuser", "-u", self.user, "--", *command]
-        subprocess.run(command, check=True, capture_output=True, timeout=120, cwd=self.root)
-
-    def create(self) -> None:
-        self.run("initdb", "-D", str(self.primary_dir), "-A", "trust", "-U", POSTGRES_USER)
-        settings = {
-            "port": str(self.primary_port),
-            "listen_addresses": "'127.0.0.1'",
-            "unix_socket_directories": f"'{self.root}'",
-            "wal_level": "replica",
-            "max_wal_senders": "4",
-            "fsync": "off",
-            "shared_buffers": "32MB",
-        }
-        with (self.primary_dir / "postgresql.conf").open("a") as conf:
-            conf.writelines(f"{name} = {value}\n" for name, value in settings.items())
-        with (self.primary_dir / "pg_hba.conf").open("a") as hba:
-            hba.write("host replication all 127.0.0.1/32 trust\n")
-        self.start(self.primary_dir)
-        self.run(
-            "pg_basebackup",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(self.primary_port),
-            "-U",
-            POSTGRES_USER,
-            "-D",
-            str(self.standby_dir),
-            "-R",
-        )
-        with (self.standby_dir / "postgresql.conf").open("a") as conf:
-            conf.write(f"port = {self.standby_port}\n")
-        self.start(self.standby_dir)
-
-    def start(self, directory: Path) -> None:
-        log = str(directory.parent / f"{directory.name}.log")
-        self.run("pg_ctl", "-D", str(directory), "-l", log, "-w", "start")
-
-    def stop(self, directory: Path) -> None:
-        if (directory / "postmaster.pid").exists():
-            self.run("pg_ctl", "-D", str(directory), "-m", "immediate", "-w", "stop")
-
-    def standby_running(self) -> bool:
-        return (self.standby_dir / "postmaster.pid").exists()
-
-    def remove(self) -> None:
-        for directory in (self.standby_dir, self.primary_dir):
-            with contextlib.suppress(subprocess.SubprocessError, OSError):
-                self.stop(directory)
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[Pair]:
-    bin_dir, user = _bin_dir(), _os_user()
+    bin_dir, user = server_binaries(), cluster_user()
     if bin_dir is None or user is None:
         message = "read replica tests need PostgreSQL's server binaries (initdb, pg_basebackup)"
         if PG_URL:
@@ -164,27 +52,6 @@ def pair() -> Iterator[Pair]:
         made.remove()
 
 
-async def _sql(url: str, statement: str) -> Any:
-    conn = await asyncpg.connect(url, timeout=5)
-    try:
-        return await conn.fetchval(statement)
-    finally:
-        await conn.close()
-
-
-async def _caught_up(pair: Pair) -> None:
-    """Until the standby has replayed everything the primary has written."""
-    target = await _sql(pair.primary_url, "SELECT pg_current_wal_lsn()::text")
-    for _ in range(200):
-        replayed = await _sql(
-            pair.standby_url, f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
-        )
-        if replayed:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the standby did not catch up")
-
-
 @pytest.fixture
 async def replica(pair: Pair) -> AsyncIterator[Pair]:
     """The pair with its standby running, replaying and caught up, before and after a test."""
@@ -192,9 +59,9 @@ async def replica(pair: Pair) -> AsyncIterator[Pair]:
     async def ready() -> None:
         if not pair.standby_running():
             pair.start(pair.standby_dir)
-        if await _sql(pair.standby_url, "SELECT pg_is_wal_replay_paused()"):
-            await _sql(pair.standby_url, "SELECT pg_wal_replay_resume()")
-        await _caught_up(pair)
+        if await sql(pair.standby_url, "SELECT pg_is_wal_replay_paused()"):
+            await sql(pair.standby_url, "SELECT pg_wal_replay_resume()")
+        await caught_up(pair)
 
     await ready()
     yield pair
@@ -259,7 +126,7 @@ async def test_lists_searches_and_queries_read_from_the_replica(
         await _create(api, "Seen Villa", tag)
         await _until(lambda: _has(api, tag, "Seen Villa"))
         # Replay paused: what is written now stays on the primary, within the lag limit.
-        await _sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
+        await sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
         unseen = await _create(api, "Unseen Villa", tag)
         one = await api.request("GET", f"{UNITS}{unseen['id']}")
         assert one.status_code == 200  # one unit's read: the primary
@@ -276,7 +143,7 @@ async def test_lists_searches_and_queries_read_from_the_replica(
         )
         assert counted.json()["data"] == [{"n": 1}]
         assert await _read_by(api, before) == {REPLICA}
-        await _sql(replica.standby_url, "SELECT pg_wal_replay_resume()")
+        await sql(replica.standby_url, "SELECT pg_wal_replay_resume()")
         await _until(lambda: _has(api, tag, "Unseen Villa"))
 
 
@@ -346,7 +213,7 @@ async def test_a_replica_past_the_lag_limit_is_skipped_until_it_catches_up(
     async with _served(_settings(replica, files_dir, max_lag=1, run_jobs=False)) as api:
         replicas = api.context.db.replicas
         assert replicas is not None and replicas.replicas[0].healthy
-        await _sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
+        await sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
         await _create(api, "Late Villa", tag)
         # Within a check or two past the limit the list is the primary's, with the new unit.
         await _until(lambda: _has(api, tag, "Late Villa"), seconds=10)
@@ -355,7 +222,7 @@ async def test_a_replica_past_the_lag_limit_is_skipped_until_it_catches_up(
         assert await _names(api, tag) == {"Late Villa"}
         assert await _read_by(api, before) == {"primary"}
 
-        await _sql(replica.standby_url, "SELECT pg_wal_replay_resume()")
+        await sql(replica.standby_url, "SELECT pg_wal_replay_resume()")
 
         async def in_use() -> bool:
             return replicas.replicas[0].healthy
@@ -371,7 +238,7 @@ async def test_an_export_reads_from_the_replica(replica: Pair, files_dir: str) -
     async with _served(_settings(replica, files_dir, max_lag=60)) as api:
         await _create(api, "Exported Villa", tag)
         await _until(lambda: _has(api, tag, "Exported Villa"))
-        await _sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
+        await sql(replica.standby_url, "SELECT pg_wal_replay_pause()")
         await _create(api, "Missing Villa", tag)
         asked = await api.request(
             "POST",
@@ -493,3 +360,18 @@ def test_lag_counts_from_when_the_primary_first_passed_the_replica() -> None:
     assert [seen for _, seen in replicas._positions] == [13.0, 40.0]
     assert replicas._lag(250, 300, replay_age=None, now=40.5) == 0.5
     assert replicas._lag(150, 300, replay_age=None, now=40.5) == 27.5
+
+
+def test_a_break_hidden_by_a_failed_clean_up_is_still_a_break() -> None:
+    """A read whose connection broke, then whose clean-up failed on the broken connection,
+    is run again on the primary: the clean-up's error does not hide the break."""
+    broken = OperationalError("SELECT 1", {}, ConnectionResetError("reset by peer"))
+    try:
+        try:
+            raise broken
+        finally:
+            raise PendingRollbackError("Can't reconnect until invalid transaction is rolled back")
+    except PendingRollbackError as error:
+        assert unreachable(error)
+    assert not unreachable(PendingRollbackError("a statement's own fault"))
+    assert not unreachable(ValueError("bad value"))

@@ -49,6 +49,8 @@ _REPLICA_SQL = (
 )
 
 # A database out of reach: refused, reset, shut down, starting, or not answering in time.
+# How far down an error's chain (causes, and errors it was raised while handling) to look.
+CHAIN_DEPTH = 8
 UNREACHABLE = (
     OSError,
     asyncio.TimeoutError,
@@ -70,16 +72,23 @@ def shown(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def unreachable(error: BaseException | None) -> bool:
+def unreachable(error: BaseException | None, depth: int = 0) -> bool:
     """Whether an error says the database could not be reached (rather than a statement's own
-    fault), itself or the driver's error under it."""
-    if error is None:
+    fault): itself, the driver's error under it, or the error it was raised while handling
+    (cleaning up on a broken connection fails too, and hides the break)."""
+    if error is None or depth > CHAIN_DEPTH:
         return False
-    if isinstance(error, DBAPIError):
-        return bool(error.connection_invalidated) or unreachable(error.orig)
+    if isinstance(error, DBAPIError) and (
+        error.connection_invalidated or unreachable(error.orig, depth + 1)
+    ):
+        return True
     if isinstance(error, UNREACHABLE):
         return True
-    return error.__cause__ is not error and unreachable(error.__cause__)
+    return any(
+        unreachable(under, depth + 1)
+        for under in (error.__cause__, error.__context__)
+        if under is not error
+    )
 
 
 def _reason(error: BaseException) -> str:

@@ -195,7 +195,8 @@ async def _within_budget(
             raise
         return (-1 if version is None else version), TOO_SLOW
     finally:
-        await conn.exec_driver_sql("RESET statement_timeout")
+        if not conn.invalidated:  # a broken connection is not reused: nothing to put back
+            await conn.exec_driver_sql("RESET statement_timeout")
 
 
 _COUNT_ALL = select(func.coalesce(func.sum(unit_counters.c.n), 0)).scalar_subquery()
