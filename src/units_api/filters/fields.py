@@ -47,7 +47,8 @@ class Field:
     set (an empty path then means the elements themselves). `column` names a column of the
     catalogue's table holding the same value, which SQL compares instead of the document.
     A "location" field's path leads to a GeoJSON Point's coordinates, and SQL reads it at
-    `location`.
+    `location`. A `lowercase` text field only ever holds lower-case values (a status the
+    server writes), so SQL matches its column as it is, without lower(), and its index serves.
     """
 
     kind: Kind
@@ -55,6 +56,7 @@ class Field:
     path: tuple[str, ...] = ()
     array: tuple[str, ...] | None = None
     location: Location | None = None
+    lowercase: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,7 +75,9 @@ class Translator:
             return self._location(field.location, node.operator, values)
         if field.array is not None:
             return self._any_element(field, node.operator, values)
-        return self._compare(self._scalar(field), field.kind, node.operator, values)
+        return self._compare(
+            self._scalar(field), field.kind, node.operator, values, field.lowercase
+        )
 
     # Where a value lives.
 
@@ -149,7 +151,9 @@ class Translator:
 
     # How it compares.
 
-    def _compare(self, expr: Any, kind: str, op: str, values: list[Any]) -> ColumnElement[bool]:
+    def _compare(
+        self, expr: Any, kind: str, op: str, values: list[Any], lowercase: bool = False
+    ) -> ColumnElement[bool]:
         if op == "null":
             is_null: ColumnElement[bool] = expr.is_(None) if values[0] else expr.is_not(None)
             return is_null
@@ -160,7 +164,7 @@ class Translator:
             # Bound explicitly: SQLAlchemy refuses to order by a bare True or False.
             values = [literal(v, Boolean) for v in values]
         if kind == "text" and op in ("eq", "ne", "in", "out"):
-            positive = self._text_match(expr, op, values)
+            positive = self._text_match(expr, op, values, lowercase)
         elif op in ("eq", "ne"):
             positive = expr == values[0]
         elif op in ("in", "out"):
@@ -179,8 +183,8 @@ class Translator:
         return and_(expr.is_not(None), positive)
 
     @staticmethod
-    def _text_match(expr: Any, op: str, values: list[str]) -> ColumnElement[bool]:
-        lowered = func.lower(expr)
+    def _text_match(expr: Any, op: str, values: list[str], lowercase: bool) -> ColumnElement[bool]:
+        lowered = expr if lowercase else func.lower(expr)
         if op in ("in", "out"):
             matched: ColumnElement[bool] = lowered.in_([value.lower() for value in values])
             return matched

@@ -21,8 +21,12 @@ _SERVER_FIELDS = {
     "createdAt": Field("time", column="created_at", path=("createdAt",)),
     "updatedAt": Field("time", column="updated_at", path=("updatedAt",)),
     "version": Field("integer", column="version", path=("version",)),
-    "status": Field("text", column="publishing_status", path=("publishing", "status")),
-    "availability": Field("text", column="availability_status", path=("availability", "status")),
+    "status": Field(
+        "text", column="publishing_status", path=("publishing", "status"), lowercase=True
+    ),
+    "availability": Field(
+        "text", column="availability_status", path=("availability", "status"), lowercase=True
+    ),
     "channel": Field("text", array=("publishing", "channels")),
     # Map search: the GeoJSON Point's coordinates, in the lng and lat columns; on SQLite
     # indexed in the R*Tree `unit_locations`, keyed as the search table is

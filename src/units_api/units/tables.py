@@ -67,6 +67,8 @@ units = Table(
     Index("ix_units_created_at_id", "created_at", "id"),
     Index("ix_units_updated_at_id", "updated_at", "id"),
     Index("ix_units_city_price", "city", "price"),
+    # PostgreSQL also has ix_units_price_desc_id (migration 0018): price descending, units
+    # without one last, the list's `sortBy=price` order.
     Index("ix_units_price_id", "price", "id"),
     Index("ix_units_sub_project_id", "sub_project_id"),
     Index("ix_units_type", "type"),
