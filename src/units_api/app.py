@@ -24,6 +24,7 @@ from units_api.background import start_background
 from units_api.config import Settings
 from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
+from units_api.console.sessions import Sessions
 from units_api.context import AppContext
 from units_api.db import UNAVAILABLE as DATABASE_UNAVAILABLE
 from units_api.db import Database, create_engine
@@ -173,11 +174,13 @@ def create_context(settings: Settings) -> AppContext:
         create_engine(settings.database_url, settings.db_pool_size, settings.db_parallel_workers),
         settings.db_parallel_workers,
     )
+    authenticator = Authenticator(db, settings.auth_cache_seconds)
     return AppContext(
         settings=settings,
         db=db,
         limiter=create_limiter(settings.redis_url),
-        authenticator=Authenticator(db, settings.auth_cache_seconds),
+        authenticator=authenticator,
+        console=Sessions(db, authenticator, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
         results=create_result_cache(db, settings.result_cache_bytes, settings.redis_url),

@@ -18,6 +18,7 @@ from units_api.webhooks.sender import Sender
 
 if TYPE_CHECKING:
     from units_api.auth.service import Authenticator
+    from units_api.console.sessions import Sessions
     from units_api.http.idempotency import Idempotency
 
 
@@ -32,6 +33,7 @@ class AppContext:
     results: ResultCache
     sender: Sender
     storage: Storage
+    console: Sessions
     # Set when a job is queued, so this process's job loop claims it without waiting.
     jobs_wake: asyncio.Event
     # Whether the database has the index of points with their time (migration 0016), as

@@ -125,6 +125,8 @@ ARABIC: dict[str, str] = {
     "Too many requests; wait a moment.": "طلبات كثيرة؛ انتظر قليلاً.",
     "The service is busy; try again shortly.": "الخدمة مشغولة؛ حاول بعد قليل.",
     "line": "سطر",
+    "Created with the values it was sent.": "أُنشئت بالقيم التي أُرسلت بها.",
+    "Older changes": "تغييرات أقدم",
     "west": "غرب",
     "south": "جنوب",
     "east": "شرق",

@@ -77,9 +77,9 @@ async def login(request: Request) -> Response:
         principal = await context.authenticator.resolve(key_hash)
     except Unauthorized:
         return _sign_in_form(request, "That key was not accepted.", 401)
-    hours = context.settings.console_session_hours
-    async with context.db.transaction() as conn:
-        session = await sessions.start(conn, principal, key_hash, hours)
+    session = await context.console.start(
+        principal, key_hash, context.settings.console_session_hours
+    )
     log.info("console sign-in", extra={"key_id": str(session.principal.key_id)})
     response = redirect(safe_next(text_of(form, "next")))
     response.set_cookie(sessions.COOKIE, session.token, **_cookie_flags(request))  # type: ignore[arg-type]
@@ -89,8 +89,7 @@ async def login(request: Request) -> Response:
 
 async def logout(page: Page) -> Response:
     assert page.session is not None
-    async with page.context.db.transaction() as conn:
-        await sessions.end(conn, page.session.id)
+    await page.context.console.end(page.session.id)
     response = redirect(f"{PREFIX}/login")
     response.delete_cookie(sessions.COOKIE, path=PREFIX)
     return response

@@ -23,7 +23,7 @@ from units_api.units.states import AVAILABILITY, PUBLISHING
 
 UNITS_API = "/api/v2/units/"
 PAGE_SIZES = (20, 50, 100)
-HISTORY_SHOWN = 50
+HISTORY_SHOWN = 20
 BULK_FIELDS = ("filter", "price", "city", "type")
 FILTER_FIELDS = ("q", "city", "type", "status", "availability", "minPrice", "maxPrice")
 BOX_FIELDS = ("west", "south", "east", "north")
@@ -146,9 +146,10 @@ def _unit_path(unit_id: str) -> str:
 
 async def unit_page(page: Page) -> Response:
     unit_id = page.request.path_params["unit_id"]
+    history_query = {"limit": HISTORY_SHOWN, "cursor": page.request.query_params.get("history")}
     answer, history = await asyncio.gather(
         page.api.get(_unit_path(unit_id)),
-        page.api.get(f"{_unit_path(unit_id)}/history", {"limit": HISTORY_SHOWN}),
+        page.api.get(f"{_unit_path(unit_id)}/history", history_query),
     )
     if not answer.ok:
         return _failed(page, answer)
@@ -157,6 +158,7 @@ async def unit_page(page: Page) -> Response:
         "unit.html",
         unit=unit,
         history=history.data["data"] if history.ok else [],
+        older=history.data["nextCursor"] if history.ok else None,
         form=forms.unit_form(),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)

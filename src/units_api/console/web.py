@@ -147,8 +147,7 @@ def _referring_page(request: Request) -> str:
 
 async def current_session(request: Request) -> sessions.Session | None:
     context: AppContext = request.app.state.context
-    token = request.cookies.get(sessions.COOKIE)
-    return await sessions.resume(context.db, context.authenticator, token)
+    return await context.console.resume(request.cookies.get(sessions.COOKIE))
 
 
 async def checked_form(page: Page) -> FormData | None:

@@ -21,6 +21,7 @@ down_revision = "0017"
 branch_labels = None
 depends_on = None
 
+
 def upgrade() -> None:
     if op.get_bind().dialect.name != "postgresql":
         return
