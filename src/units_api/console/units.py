@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import orjson
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,6 +18,7 @@ from starlette.routing import Route
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
 from units_api.console import forms, maps
 from units_api.console.api import Answer
+from units_api.console.i18n import Language
 from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
 from units_api.units.fields import SORTABLE
 from units_api.units.states import AVAILABILITY, PUBLISHING
@@ -160,6 +162,7 @@ async def unit_page(page: Page) -> Response:
         history=history.data["data"] if history.ok else [],
         older=history.data["nextCursor"] if history.ok else None,
         form=forms.unit_form(),
+        tables=_nested_tables(unit, page.language),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)
         else [],
@@ -169,6 +172,42 @@ async def unit_page(page: Page) -> Response:
         may_write=page.may(UNITS_WRITE),
         done=page.request.query_params.get("done"),
     )
+
+
+def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, Any]]:
+    """The unit's lists of objects as tables, their rows written here: a unit may hold a
+    thousand readings, and a template spends many times longer on each cell."""
+    shown = []
+    for table in forms.unit_form().tables:
+        items = unit.get(table.name) or []
+        if not items:
+            continue
+        rows = Markup("").join(
+            Markup("<tr>{}</tr>").format(
+                Markup("").join(
+                    _cell(column, item.get(column.name), language) for column in table.columns
+                )
+            )
+            for item in items
+        )
+        headers = [(column.name, language.field(column.name)) for column in table.columns]
+        shown.append(
+            {
+                "name": table.name,
+                "label": language.field(table.name),
+                "headers": headers,
+                "rows": rows,
+            }
+        )
+    return shown
+
+
+def _cell(column: forms.Field, value: Any, language: Language) -> Markup:
+    if column.kind in ("number", "whole"):
+        return Markup('<td class="num">{}</td>').format(language.number(value))
+    if column.kind == "bool":
+        return Markup("<td>{}</td>").format(language.number(value))
+    return Markup('<td dir="auto">{}</td>').format("" if value is None else value)
 
 
 def _allowed(table: dict[str, dict[str, str]], state: str) -> list[str]:
