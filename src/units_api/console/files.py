@@ -21,6 +21,7 @@ IMPORT_MODES = ("create", "upsert")
 # While a job is queued or running its page looks again this often (milliseconds).
 REFRESH_MS = 1500
 RUNNING = ("queued", "running")
+RECENT = 20  # jobs listed under the form
 # Download headers passed on from the API's answer.
 FILE_HEADERS = ("content-type", "content-disposition", "content-length", "etag")
 
@@ -43,23 +44,33 @@ async def exports_page(page: Page) -> Response:
         if values["fields"]:
             body["fields"] = [f.strip() for f in values["fields"].split(",") if f.strip()]
         answer = await page.api.send("POST", EXPORTS_API, orjson.dumps(body))
-        if answer.ok:
-            return redirect(f"{PREFIX}/exports/{answer.data['id']}")
-    listed = await page.api.get(EXPORTS_API, {"limit": 20})
+    return await _jobs(page, "export", answer, values, formats=EXPORT_FORMATS)
+
+
+async def _jobs(
+    page: Page, kind: str, answer: Answer | None, values: dict[str, str], **extra: Any
+) -> Response:
+    """A kind's jobs page: the job just started (its own page), or the list of recent jobs
+    and the form again, with what was wrong beside its fields."""
+    if answer is not None and answer.ok:
+        return redirect(f"{PREFIX}/{kind}s/{answer.data['id']}")
+    listed = await page.api.get(f"/api/v2/units/{kind}s", {"limit": RECENT})
     return page.render(
-        "exports.html",
+        f"{kind}s.html",
         200 if answer is None else answer.status,
         jobs=listed.data["data"] if listed.ok else [],
         values=values,
-        formats=EXPORT_FORMATS,
         errors=answer.errors if answer else {},
         problem=None if answer is None or answer.errors else answer.detail,
+        **extra,
     )
 
 
-async def export_page(page: Page) -> Response:
+async def job_page(page: Page) -> Response:
+    """One export's or import's page: its progress, its counts, its errors, its file."""
+    kind = "export" if page.request.url.path.startswith(f"{PREFIX}/exports/") else "import"
     job_id = page.request.path_params["job_id"]
-    answer = await page.api.get(f"{EXPORTS_API}/{job_id}")
+    answer = await page.api.get(f"/api/v2/units/{kind}s/{job_id}")
     if not answer.ok:
         return error_page(page, answer.status)
     return page.render("job.html", job=answer.data, running=RUNNING, refresh=REFRESH_MS)
@@ -93,32 +104,13 @@ async def imports_page(page: Page) -> Response:
             answer = await page.api.upload(IMPORTS_API, fields, "file", upload)
         else:
             answer = Answer(422, {}, b"", {"errors": [{"field": "file", "message": ""}]})
-        if answer.ok:
-            return redirect(f"{PREFIX}/imports/{answer.data['id']}")
-    listed = await page.api.get(IMPORTS_API, {"limit": 20})
-    return page.render(
-        "imports.html",
-        200 if answer is None else answer.status,
-        jobs=listed.data["data"] if listed.ok else [],
-        values=values,
-        modes=IMPORT_MODES,
-        errors=answer.errors if answer else {},
-        problem=None if answer is None or answer.errors else answer.detail,
-    )
-
-
-async def import_page(page: Page) -> Response:
-    job_id = page.request.path_params["job_id"]
-    answer = await page.api.get(f"{IMPORTS_API}/{job_id}")
-    if not answer.ok:
-        return error_page(page, answer.status)
-    return page.render("job.html", job=answer.data, running=RUNNING, refresh=REFRESH_MS)
+    return await _jobs(page, "import", answer, values, modes=IMPORT_MODES)
 
 
 ROUTES = [
     Route(f"{PREFIX}/exports", signed_in(exports_page), methods=["GET", "POST"]),
-    Route(f"{PREFIX}/exports/{{job_id}}", signed_in(export_page), methods=["GET"]),
+    Route(f"{PREFIX}/exports/{{job_id}}", signed_in(job_page), methods=["GET"]),
     Route(f"{PREFIX}/exports/{{job_id}}/file", signed_in(export_file), methods=["GET"]),
     Route(f"{PREFIX}/imports", signed_in(imports_page), methods=["GET", "POST"]),
-    Route(f"{PREFIX}/imports/{{job_id}}", signed_in(import_page), methods=["GET"]),
+    Route(f"{PREFIX}/imports/{{job_id}}", signed_in(job_page), methods=["GET"]),
 ]
