@@ -3,6 +3,9 @@ uploaded as an import and followed to its end. Prints a table: file, upload size
 status, seconds from upload to end, the job process's peak RSS (as it logs it when
 it ends), and the error text (cut).
 
+Meanwhile wrk reads single units (8 connections): its p99 during the uploads beside its p99
+idle, before them, says what a hostile file costs everyone else.
+
 Every file here must end `failed` at the first attempt (seconds, not the half minute of a
 retry), with a specific error, and no job process may grow past 300 MB. The bombs fail only
 past the expanded cap: under it they are read to their end (an empty import that succeeds),
@@ -19,13 +22,23 @@ import argparse
 import asyncio
 import json
 import shutil
+import signal
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from harness import RESULTS, free_port, recreate_database, start_server
+from harness import (
+    RESULTS,
+    free_port,
+    read_wrk,
+    recreate_database,
+    run_wrk,
+    start_server,
+    wrk_command,
+)
 from hostile_files import (
     MiB,
     entity_sheet,
@@ -124,6 +137,35 @@ def run(client: httpx.Client, name: str, content: bytes, log: Path) -> dict[str,
     }
 
 
+READERS = 8  # wrk's connections reading single units
+IDLE_SECONDS = 10
+UNITS = 200
+
+
+def unit_ids(client: httpx.Client) -> Path:
+    """A few units for the readers, their ids in a file (lua/units.lua reads it)."""
+    ids = []
+    for number in range(UNITS):
+        body = {"name": f"Reader {number}", "type": "villa", "city": "Cairo", "price": 1000}
+        response = client.post("/api/v2/units/", json=body)
+        response.raise_for_status()
+        ids.append(response.json()["id"])
+    path = RESULTS / "hostile-ids.txt"
+    path.write_text("\n".join(ids) + "\n")
+    return path
+
+
+def reading(base: str, key: str, ids: Path, seconds: int) -> list[str]:
+    return wrk_command(
+        base,
+        key,
+        connections=READERS,
+        duration=seconds,
+        script="units.lua",
+        script_args=("get", str(ids)),
+    )
+
+
 def main() -> None:
     args = parse_args()
     RESULTS.mkdir(exist_ok=True)
@@ -149,15 +191,32 @@ def main() -> None:
         headers = {"Authorization": f"Bearer {key}"}
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
-            for label, (name, content) in uploads(args.bomb_mb).items():
+            ids = unit_ids(client)
+            idle = run_wrk(
+                base,
+                key,
+                connections=READERS,
+                duration=IDLE_SECONDS,
+                script="units.lua",
+                script_args=("get", str(ids)),
+            )
+            files_to_send = uploads(args.bomb_mb)
+            # wrk stops at SIGINT and reports what it measured until then.
+            readers = subprocess.Popen(
+                reading(base, key, ids, 3600), stdout=subprocess.PIPE, text=True
+            )
+            for label, (name, content) in files_to_send.items():
                 figures = run(client, name, content, log)
                 rows.append({"file": label, "bytes": len(content), **figures})
                 print(json.dumps(rows[-1])[:300], flush=True)
+            readers.send_signal(signal.SIGINT)
+            during = read_wrk(readers.communicate(timeout=60)[0])
     finally:
         server.terminate()
         server.wait(30)
         shutil.rmtree(files, ignore_errors=True)
-    (RESULTS / "hostile.json").write_text(json.dumps(rows, indent=2))
+    report = {"uploads": rows, "get_idle": idle, "get_during": during}
+    (RESULTS / "hostile.json").write_text(json.dumps(report, indent=2))
     print()
     print(f"{'file':42} {'bytes':>10} {'status':8} {'s':>6} {'RSS MB':>7}  error")
     for row in rows:
@@ -166,6 +225,12 @@ def main() -> None:
             f"{row['file']:42} {row['bytes']:>10,} {row['status']:8} "
             f"{row.get('seconds', ''):>6} {row.get('rss_mb') or '':>7}  {error[:70]}"
         )
+    print(
+        f"\nGET one unit, {READERS} connections: idle p99 {idle['p99_ms']:.1f} ms "
+        f"({idle['rps']:,.0f}/s); during the uploads p99 {during['p99_ms']:.1f} ms "
+        f"({during['rps']:,.0f}/s, {during['non_2xx']:.0f} non-2xx): "
+        f"{during['p99_ms'] / idle['p99_ms']:.2f}x idle"
+    )
 
 
 if __name__ == "__main__":

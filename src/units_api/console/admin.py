@@ -19,6 +19,7 @@ from units_api.events.types import EVENT_TYPES
 WEBHOOKS_API = "/api/v2/webhooks"
 KEYS_API = "/api/v2/api-keys"
 DELIVERY_STATUSES = ("pending", "succeeded", "failed")
+LISTED = 100  # webhooks or keys a page lists
 
 
 def admin_only(handler: Any) -> Any:
@@ -29,6 +30,11 @@ def admin_only(handler: Any) -> Any:
         return response
 
     return signed_in(page)
+
+
+def _page_of(page: Page) -> dict[str, Any]:
+    """A page of a list, oldest first, after the cursor the page was given."""
+    return {"limit": LISTED, "cursor": page.request.query_params.get("cursor")}
 
 
 def _problem(answer: Answer | None) -> str | None:
@@ -50,11 +56,12 @@ async def webhooks_page(page: Page) -> Response:
         answer = await page.api.send("POST", WEBHOOKS_API, orjson.dumps(body))
         if answer.ok:
             created = answer.data
-    listed = await page.api.get(WEBHOOKS_API, {"limit": 100})
+    listed = await page.api.get(WEBHOOKS_API, _page_of(page))
     return page.render(
         "webhooks.html",
         201 if created else _status(answer),
         webhooks=listed.data["data"] if listed.ok else [],
+        next_cursor=listed.data.get("nextCursor") if listed.ok else None,
         values=values,
         created=created,
         event_types=("*", *EVENT_TYPES),
@@ -148,11 +155,12 @@ async def keys_page(page: Page) -> Response:
         answer = await page.api.send("POST", KEYS_API, orjson.dumps(body))
         if answer.ok:
             created = answer.data
-    listed = await page.api.get(KEYS_API, {"limit": 100})
+    listed = await page.api.get(KEYS_API, _page_of(page))
     return page.render(
         "keys.html",
         201 if created else _status(answer),
         keys=listed.data["data"] if listed.ok else [],
+        next_cursor=listed.data.get("nextCursor") if listed.ok else None,
         values=values,
         created=created,
         scopes=ALL_SCOPES,
