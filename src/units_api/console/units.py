@@ -154,7 +154,7 @@ async def unit_page(page: Page) -> Response:
         page.api.get(f"{_unit_path(unit_id)}/history", history_query),
     )
     if not answer.ok:
-        return _failed(page, answer)
+        return error_page(page, answer.status)
     unit = answer.data
     return page.render(
         "unit.html",
@@ -214,13 +214,9 @@ def _allowed(table: dict[str, dict[str, str]], state: str) -> list[str]:
     return list(table.get(state, {}))
 
 
-def _failed(page: Page, answer: Answer) -> Response:
-    return error_page(page, answer.status)
-
-
 async def new_unit(page: Page) -> Response:
     if not page.may(UNITS_WRITE):
-        return _failed(page, Answer(403, {}, b""))
+        return error_page(page, 403)
     values: dict[str, str] = {}
     if page.request.method == "POST":
         form = await page.request.form()
@@ -235,7 +231,7 @@ async def new_unit(page: Page) -> Response:
 
 async def edit_unit(page: Page) -> Response:
     if not page.may(UNITS_WRITE):
-        return _failed(page, Answer(403, {}, b""))
+        return error_page(page, 403)
     unit_id = page.request.path_params["unit_id"]
     if page.request.method == "POST":
         form = await page.request.form()
@@ -251,7 +247,7 @@ async def edit_unit(page: Page) -> Response:
         return _form(page, values, unit_id, answer, version)
     answer = await page.api.get(_unit_path(unit_id))
     if not answer.ok:
-        return _failed(page, answer)
+        return error_page(page, answer.status)
     return _form(page, forms.values_of(answer.data), unit_id, None, str(answer.data["version"]))
 
 
@@ -290,7 +286,7 @@ async def unit_action(page: Page) -> Response:
     unit_id = page.request.path_params["unit_id"]
     axis = page.request.path_params["axis"]
     if axis not in ("publishing", "availability"):
-        return _failed(page, Answer(404, {}, b""))
+        return error_page(page, 404)
     form = await page.request.form()
     action = text_of(form, "action")
     body: dict[str, Any] = {"action": action}
@@ -309,7 +305,7 @@ async def unit_action(page: Page) -> Response:
         return redirect(f"{PREFIX}/units/{unit_id}?done={action}")
     unit = await page.api.get(_unit_path(unit_id))
     if not unit.ok:
-        return _failed(page, unit)
+        return error_page(page, unit.status)
     return page.render(
         "message.html",
         answer.status if answer.status < 500 else 503,
@@ -332,7 +328,7 @@ async def bulk_page(page: Page) -> Response:
     """Change every unit that matches a filter: the first post previews the count (the API's
     dry run), the second, with the count confirmed, applies."""
     if not page.may(UNITS_WRITE):
-        return _failed(page, Answer(403, {}, b""))
+        return error_page(page, 403)
     values: dict[str, str] = {}
     preview: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
