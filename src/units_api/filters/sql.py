@@ -223,6 +223,53 @@ def distance_from(
     return distance(columns[field.location.lng], columns[field.location.lat], centre)
 
 
+def nearest_first(
+    near: Comparison, catalogue: Catalogue, located: ColumnElement[bool], count: int
+) -> ColumnElement[bool] | None:
+    """PostgreSQL: a condition keeping, of the rows `located` finds (every one of them within
+    the `=near=` circle), those no farther from its centre than some `count` of them are: the
+    first `count` rows nearest first are among them, and they are few, so the exact sort by
+    distance reads few rows. None where it does not apply (a circle reaching a pole or the
+    antimeridian, or of no size).
+
+    A walk of the point index nearest first (`<->`, planar in degrees) reads `count` rows;
+    the largest of their exact distances is the bound. Its planar order is not the exact one,
+    but any `count` rows bound the `count`-th nearest from above, so the page is the same. The
+    points within the bound lie in the circle's box scaled by bound / radius around the
+    centre (its longitudes' reach, asin(sin(a) / cos(lat)), is convex in the angle a), which
+    the index then answers."""
+    field, (circle,) = resolve(near, catalogue, "p")
+    assert field.location is not None and isinstance(circle, geo.Circle)
+    boxes = geo.bounds(circle)
+    west, south, east, north = boxes[0]
+    if len(boxes) != 1 or circle.meters <= 0 or west <= -180 or east >= 180:
+        return None
+    columns = catalogue.table.c
+    lng, lat = columns[field.location.lng], columns[field.location.lat]
+    point = func.point(lng, lat)
+    measured = distance(lng, lat, circle)
+    walk = (
+        select(measured.label("meters"))
+        .where(located)
+        .order_by(point.op("<->")(func.point(_float(circle.lng), _float(circle.lat))))
+        .limit(count)
+        .subquery("nearest")
+    )
+    # Degrees of reach per metre of the bound, the box's MARGIN kept whole.
+    per_lng = (east - west - 2 * geo.MARGIN) / 2 / circle.meters
+    per_lat = (north - south - 2 * geo.MARGIN) / 2 / circle.meters
+    bound = func.max(walk.c.meters)  # computed once, however often named
+    reach_lng = bound * _float(per_lng) + _float(geo.MARGIN)
+    reach_lat = bound * _float(per_lat) + _float(geo.MARGIN)
+    box = func.box(
+        func.point(_float(circle.lng) - reach_lng, _float(circle.lat) - reach_lat),
+        func.point(_float(circle.lng) + reach_lng, _float(circle.lat) + reach_lat),
+    )
+    # One subquery (the statement runs it once): its box holds every point within the bound.
+    within: ColumnElement[bool] = point.op("<@")(select(box).scalar_subquery())
+    return within
+
+
 def exact(lng: Any, lat: Any, shape: geo.Shape, dialect: str) -> ColumnElement[bool]:
     """Whether the point (lng, lat) is in the shape, as `filters.geo.contains` decides."""
     if isinstance(shape, geo.Box):

@@ -10,7 +10,7 @@ from sqlalchemy import ColumnElement
 from units_api.filters.evaluate import Predicate, compile_filter
 from units_api.filters.fields import Catalogue, Field, Location, model_fields
 from units_api.filters.geo import SHAPES, split
-from units_api.filters.sql import distance_from, to_condition
+from units_api.filters.sql import distance_from, nearest_first, to_condition
 from units_api.filters.tree import Comparison, Node, comparisons, required
 from units_api.filters.values import resolve
 from units_api.units.schemas import UnitFields
@@ -75,6 +75,14 @@ def unit_near(node: Node | None) -> Comparison | None:
         return None
     nears = [found for found in comparisons(node) if found.operator == "near"]
     return nears[0] if len(nears) == 1 and nears[0] in required(node) else None
+
+
+def nearest_units(
+    near: Comparison, located: ColumnElement[bool], count: int
+) -> ColumnElement[bool] | None:
+    """PostgreSQL: of the units `located` finds, those no farther than some `count` of them
+    (`filters.sql.nearest_first`), which hold the first `count` nearest first."""
+    return nearest_first(near, UNIT_CATALOGUE, located, count)
 
 
 def unit_distance(near: Comparison) -> ColumnElement[float]:

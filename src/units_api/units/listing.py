@@ -34,8 +34,8 @@ from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import CHANGE_VERSION, CountCache, estimate, exact_count
-from units_api.units.fields import RELEVANCE, SortKey
-from units_api.units.filtering import bounded, located, unit_condition
+from units_api.units.fields import DISTANCE, RELEVANCE, SortKey
+from units_api.units.filtering import bounded, located, nearest_units, unit_condition, unit_near
 from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 from units_api.units.sorting import (
@@ -243,6 +243,13 @@ async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, 
     return first_words(words, sizes, counts.remembered((None, None, words)), few)
 
 
+_NEAREST_FIRST = (SortKey(DISTANCE, False),)
+# Pages nearest first reaching this far or less are bounded by a walk of the point index: at
+# 1,000,000 units, 2,893 of them in the circle, 21 rows took 0.5 ms (3.3 ms sorting the
+# circle), 521 rows 2.0 ms, 1,021 3.2 ms, as many as sorting all of them.
+NEAREST_WALK = 500
+
+
 def _page_query(
     db: Database,
     params: ListParams,
@@ -261,6 +268,17 @@ def _page_query(
         return repository.located_page_query(condition, descending, params.limit + 1, offset)
     # A map search finds its page in the index of the points (repository.page_query).
     from_index = located(params.filter) or located(policy)
+    near = unit_near(params.filter)
+    reach = offset + params.limit + 1
+    if (
+        db.dialect == "postgresql"
+        and near is not None
+        and params.sort == _NEAREST_FIRST
+        and reach <= NEAREST_WALK
+    ):
+        # Nearest first: only the units as near as the page's last are sorted.
+        bound = nearest_units(near, condition, reach)
+        condition = condition if bound is None else and_(condition, bound)
     if _newest_matches_alone(db, params, policy):
         descending = params.sort[0].descending
         hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
