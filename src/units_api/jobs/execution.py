@@ -224,7 +224,9 @@ class JobRunner:
                 daemon=True,
             )
             started = time.monotonic()
-            process.start()
+            # In a thread: a start waits for the forkserver, which the first one starts (and
+            # which imports what a job needs, about a second) and each one asks for a fork.
+            await asyncio.to_thread(process.start)
             watched.close()
             try:
                 await self._watch(claim, process, stop)
