@@ -3,8 +3,9 @@ metrics and the access log on (the defaults) beside the same server with both of
 in the same run.
 
 Seeds N units into PostgreSQL (as bench/write.py does; `--reuse` keeps them), starts both
-servers, loads each with wrk in alternating runs (both see the same noise), and prints the
-median requests/s, p50 and p99 of each, their ratio, and CPU per request.
+servers, loads each with wrk in alternating runs (both see the same noise; each goes first in
+every other pair), and prints the median requests/s, p50 and p99 of each, their ratio, the
+median of the runs' ratios, and CPU per request.
 
     make bench-ops                                 # 100,000 units, 5 runs x 10 s, 32 connections
     make bench-ops OPS_ARGS="--units 20000 --runs 3 --workers 2"
@@ -51,8 +52,10 @@ def main() -> None:
         servers[name] = (port, start_server(args.database_url, port, args.workers, log, extra))
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
     try:
-        for _ in range(args.runs):
-            for name, (port, process) in servers.items():
+        for run in range(args.runs):
+            # Each server goes first in every other run: neither gains from going first.
+            ordered = list(servers.items())
+            for name, (port, process) in ordered if run % 2 == 0 else ordered[::-1]:
                 cpu = cpu_seconds(process.pid)
                 figures = run_wrk(
                     f"http://127.0.0.1:{port}",
@@ -104,7 +107,8 @@ def main() -> None:
     ratios = ", ".join(f"{ratio:.3f}" for ratio in report["ratios"])
     print(
         f"on / off: {report['observed']['rps'] / report['quiet']['rps']:.3f} "
-        f"(median rates); per run: {ratios}"
+        f"(median rates), {statistics.median(report['ratios']):.3f} (median of the runs' "
+        f"ratios); per run: {ratios}"
     )
 
 
