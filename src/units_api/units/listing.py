@@ -300,6 +300,9 @@ class _Statements:
     condition: ColumnElement[bool]  # the filter's, the policy's and the search's
     distance: Computed
     query: Select[Any]  # the page's
+    # The page's statement with its values written in, when they are all numbers (a map
+    # search's: see repository.literal_sql).
+    sql: str | None
 
 
 @lru_cache(maxsize=512)
@@ -325,7 +328,9 @@ def _statements(
     query = _page_query(
         dialect, params, policy, filtered, condition, distance, offset, first, by_time
     )
-    return _Statements(condition, distance, query)
+    mapped = located(params.filter) or located(policy)
+    sql = repository.literal_sql(query) if dialect == "postgresql" and mapped else None
+    return _Statements(condition, distance, query, sql)
 
 
 async def list_units(
@@ -357,8 +362,9 @@ async def list_units(
         if ranked is not None:
             docs, version, values = ranked
         else:
-            query = statements.query
-            docs, version, values = await repository.read_page(conn, query)
+            docs, version, values = await repository.read_page(
+                conn, statements.query, statements.sql
+            )
         counts.saw(version)
         mode: str = params.count
         total: int | None = None

@@ -24,6 +24,7 @@ from sqlalchemy import (
     text,
     true,
 )
+from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -271,12 +272,37 @@ async def custom_plans(conn: AsyncConnection) -> AsyncIterator[None]:
         await conn.exec_driver_sql("RESET plan_cache_mode")
 
 
+# Values a statement may have written into its text (literal_sql): never text, whose quoting
+# would then be the only thing between a filter and the statement.
+_LITERAL_VALUES = (int, float, datetime)
+_POSTGRESQL = postgresql_asyncpg.dialect()  # type: ignore[no-untyped-call]
+
+
+def literal_sql(query: Select[Any]) -> str | None:
+    """PostgreSQL: the statement with its values written in, when every one is a number (or
+    a list of numbers, or a time); else None.
+
+    A map search's page is a long statement (a polygon's bands, its edges): planning it took
+    PostgreSQL about 1.1 ms of the page's 2.5 at 1,000,000 units, every time, as a prepared
+    statement's values are planned for each run. Without parameters, a prepared statement
+    keeps its one plan, made for these very values: the page then took 1.0 ms."""
+    compiled = query.compile(dialect=_POSTGRESQL)
+    for value in compiled.params.values():
+        items = value if isinstance(value, list | tuple) else (value,)
+        if not all(isinstance(item, _LITERAL_VALUES) for item in items):
+            return None
+    return str(query.compile(dialect=_POSTGRESQL, compile_kwargs={"literal_binds": True}))
+
+
 async def read_page(
-    conn: AsyncConnection, query: Select[Any]
+    conn: AsyncConnection, query: Select[Any], sql: str | None = None
 ) -> tuple[list[str], int | None, list[tuple[Any, ...]]]:
     """The records of a page query, the change version they were read at (None for none),
-    and each record's values of the keys it shows."""
-    rows = (await conn.execute(query)).all()
+    and each record's values of the keys it shows; `sql`: the query as literal_sql gave it."""
+    if sql is None:
+        rows = (await conn.execute(query)).all()
+    else:
+        rows = (await conn.exec_driver_sql(sql)).all()
     version = int(rows[0][1]) if rows else None
     return [row[0] for row in rows], version, [tuple(row[2:]) for row in rows]
 
