@@ -215,6 +215,18 @@ async def test_money_is_shown_and_written_exactly(api: Api) -> None:
     assert '"price":98765432.10' in stored.text.replace(" ", "")
 
 
+async def test_values_in_nested_tables_are_escaped(api: Api) -> None:
+    hostile = '<script>alert(1)</script> & "quoted"'
+    plan = {"planName": hostile, "downPayment": Decimal("1000.5")}
+    unit = await api.create_unit(name="Tables", paymentPlans=[plan])
+    client = await sign_in(api)
+    page = await client.get(f"/console/units/{unit['id']}")
+    assert page.status_code == 200
+    assert "<script>alert(1)</script>" not in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quoted&#34;" in page.text
+    assert '<td class="num">1,000.5</td>' in page.text
+
+
 async def test_validation_messages_sit_beside_their_fields(api: Api) -> None:
     unit = await api.create_unit(name="Form")
     client = await sign_in(api)
