@@ -7,7 +7,9 @@ server, signs in, then:
    beside its bare baseline, the API request the page is built on (same key, same run):
    - the units page, 20 rows, counts estimated, cycling through plain, filtered, sorted and
      searched (English and Arabic) lists; baseline: the same lists from the API;
-   - one unit's page (the unit and its history); baseline: GET the unit from the API.
+   - one unit's page (the unit and its history); baseline: GET the unit from the API;
+   and reads each page's server time from the access log (`durationMs`, p50 and p99 over
+   the runs): wrk's latency adds the wait in the socket before the server takes a request.
 2. Opens each page in headless Chromium (the system's), English and Arabic, in a fresh
    browser context each time (nothing cached): DOMContentLoaded, bytes transferred (the
    page, its stylesheet and script; images not counted) and console errors; medians of 5.
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import statistics
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -204,6 +207,33 @@ def browse(base: str, key: str, unit_id: str) -> dict[str, dict[str, float]]:
     return found
 
 
+UNIT_PAGE = re.compile(r"/console/units/[0-9a-f-]{36}")
+
+
+def server_times(log: Path) -> dict[str, dict[str, float]]:
+    """Each page's own time in the server, from its access log lines (`durationMs`: from the
+    request's arrival in the application to its answer's last part): p50 and p99 over every
+    run, the browser's loads left out (they come after)."""
+    found: dict[str, list[float]] = {"units page": [], "unit page": []}
+    for line in log.read_text(errors="replace").splitlines():
+        if '"durationMs"' not in line or '"/console/units' not in line:
+            continue
+        entry = json.loads(line)
+        if entry["path"] == "/console/units":
+            found["units page"].append(entry["durationMs"])
+        elif UNIT_PAGE.fullmatch(entry["path"]):
+            found["unit page"].append(entry["durationMs"])
+    return {
+        name: {
+            "p50_ms": statistics.median(times),
+            "p99_ms": statistics.quantiles(times, n=100)[98],
+            "requests": len(times),
+        }
+        for name, times in found.items()
+        if len(times) >= 100
+    }
+
+
 def main() -> None:
     args = parse_args()
     if shutil.which("wrk") is None:
@@ -216,10 +246,12 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {"UNITS_API_CONSOLE_SIGNIN_RATE": "1000/minute"}
-    server = start_server(args.database_url, port, args.workers, RESULTS / "console.log", env)
+    log = RESULTS / "console.log"
+    server = start_server(args.database_url, port, args.workers, log, env)
     try:
         cookie = sign_in(base, key)
         report: dict[str, Any] = {"units": args.units, "load": load(base, key, cookie, args, ids)}
+        report["server_time"] = server_times(log)
         if not args.no_browser:
             report["browser"] = browse(base, key, ids[0])
     finally:
@@ -234,6 +266,11 @@ def main() -> None:
     for name, figures in report["load"].items():
         print(
             f"{name:<24}{figures['rps']:>9,.0f}{figures['p50_ms']:>9.2f}{figures['p99_ms']:>9.2f}"
+        )
+    for page, figures in report["server_time"].items():
+        print(
+            f"{page}, server time (access log, {figures['requests']:,} requests): "
+            f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms"
         )
     for page, api in (("units page", "units from the API"), ("unit page", "unit from the API")):
         ratio = report["load"][page]["rps"] / report["load"][api]["rps"]
