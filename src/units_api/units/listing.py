@@ -352,6 +352,7 @@ async def list_units(
 
     async def read(conn: AsyncConnection) -> tuple[list[str], list[Any], int | None, str, Computed]:
         first = await _first_words(conn, counts, params.words, few)
+        # SQLite walks the units in order for a search many match (search.index.match).
         walk = db.dialect == "sqlite" and not first and few > 0
         statements = _statements(db.dialect, shape, policy, first, walk, located_by_time)
         condition, distance = statements.condition, statements.distance
