@@ -4,6 +4,7 @@ the statement with parameters."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tests.conftest import Api
@@ -41,6 +42,11 @@ def test_numbers_are_written_in_and_text_never() -> None:
     for p in (f"{POLYGON};city==Cairo", f"name==\"x' OR '1'='1\";{POLYGON}"):
         assert _page(p).sql is None
     assert _page("city==Cairo").sql is None  # not a map search
+    # A polygon of many vertices keeps its parameters: its text would be too long.
+    turns = [2 * math.pi * i / 250 for i in range(250)]
+    vertices = [(31.2 + 0.05 * math.cos(a), 30.0 + 0.05 * math.sin(a)) for a in turns]
+    many = "unitLocation=inside=(" + ",".join(f"{x:.6f},{y:.6f}" for x, y in vertices) + ")"
+    assert _page(many).sql is None
 
 
 async def test_the_written_in_statement_reads_what_the_parameters_do(pg_api: Api) -> None:

@@ -305,7 +305,7 @@ class _Statements:
     sql: str | None
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)  # a polygon's statements may take a few hundred KB
 def _statements(
     dialect: str,
     params: ListParams,

@@ -276,11 +276,15 @@ async def custom_plans(conn: AsyncConnection) -> AsyncIterator[None]:
 # would then be the only thing between a filter and the statement.
 _LITERAL_VALUES = (int, float, datetime)
 _POSTGRESQL = postgresql_asyncpg.dialect()  # type: ignore[no-untyped-call]
+# The longest statement written in (a polygon of a few dozen vertices; the benchmark's
+# pentagon makes 18 KB): each one is a statement PostgreSQL prepares and keeps per connection,
+# and the list keeps its text (listing._statements), so a larger one keeps its parameters.
+LITERAL_LIMIT = 32 * 1024
 
 
 def literal_sql(query: Select[Any]) -> str | None:
     """PostgreSQL: the statement with its values written in, when every one is a number (or
-    a list of numbers, or a time); else None.
+    a list of numbers, or a time) and it is at most LITERAL_LIMIT long; else None.
 
     A map search's page is a long statement (a polygon's bands, its edges): planning it took
     PostgreSQL about 1.1 ms of the page's 2.5 at 1,000,000 units, every time, as a prepared
@@ -291,7 +295,8 @@ def literal_sql(query: Select[Any]) -> str | None:
         items = value if isinstance(value, list | tuple) else (value,)
         if not all(isinstance(item, _LITERAL_VALUES) for item in items):
             return None
-    return str(query.compile(dialect=_POSTGRESQL, compile_kwargs={"literal_binds": True}))
+    sql = str(query.compile(dialect=_POSTGRESQL, compile_kwargs={"literal_binds": True}))
+    return sql if len(sql) <= LITERAL_LIMIT else None
 
 
 async def read_page(
