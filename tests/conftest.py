@@ -20,6 +20,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy.engine import make_url
 
 from units_api.app import create_app
@@ -29,6 +30,11 @@ from units_api.config import Settings
 from units_api.context import AppContext
 from units_api.http.json import dumps
 from units_api.migrate import upgrade
+
+# On a shared, busy machine examples are slow to make and to run: that is no failure of the
+# code under test (properties still run every example, without a time limit).
+settings.register_profile("units", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("units")
 
 PG_URL = os.environ.get("UNITS_API_TEST_DATABASE_URL")
 REDIS_URL = os.environ.get("UNITS_API_TEST_REDIS_URL")
