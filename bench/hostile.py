@@ -155,15 +155,14 @@ def unit_ids(client: httpx.Client) -> Path:
     return path
 
 
-def reading(base: str, key: str, ids: Path, seconds: int) -> list[str]:
-    return wrk_command(
-        base,
-        key,
-        connections=READERS,
-        duration=seconds,
-        script="units.lua",
-        script_args=("get", str(ids)),
-    )
+def reading(ids: Path, seconds: int) -> dict[str, Any]:
+    """The readers' wrk options (`harness.wrk_command`'s): GET one unit by a random id."""
+    return {
+        "connections": READERS,
+        "duration": seconds,
+        "script": "units.lua",
+        "script_args": ("get", str(ids)),
+    }
 
 
 def main() -> None:
@@ -192,18 +191,11 @@ def main() -> None:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, headers=headers, timeout=600) as client:
             ids = unit_ids(client)
-            idle = run_wrk(
-                base,
-                key,
-                connections=READERS,
-                duration=IDLE_SECONDS,
-                script="units.lua",
-                script_args=("get", str(ids)),
-            )
+            idle = run_wrk(base, key, **reading(ids, IDLE_SECONDS))
             files_to_send = uploads(args.bomb_mb)
             # wrk stops at SIGINT and reports what it measured until then.
             readers = subprocess.Popen(
-                reading(base, key, ids, 3600), stdout=subprocess.PIPE, text=True
+                wrk_command(base, key, **reading(ids, 3600)), stdout=subprocess.PIPE, text=True
             )
             for label, (name, content) in files_to_send.items():
                 figures = run(client, name, content, log)
