@@ -71,9 +71,21 @@ async def fetch_current(
     return (await conn.execute(query)).mappings().first()
 
 
+_HISTORY_COLUMNS = "SELECT id, version, at, actor, action, changes FROM unit_history"
+_HISTORY_SQL = f"{_HISTORY_COLUMNS} WHERE unit_id = $1 ORDER BY id DESC LIMIT $2"
+_HISTORY_BEFORE_SQL = f"{_HISTORY_COLUMNS} WHERE unit_id = $1 AND id < $3 ORDER BY id DESC LIMIT $2"
+
+
 async def history_page(
-    conn: AsyncConnection, unit_id: uuid.UUID, before: int | None, limit: int
-) -> list[RowMapping]:
+    conn: Connection, unit_id: uuid.UUID, before: int | None, limit: int
+) -> Sequence[Mapping[str, Any]]:
+    """A page of a unit's history, newest first, older than the entry `before`; on a
+    PlainConnection (`Database.fast_read`) by the driver alone."""
+    if not isinstance(conn, AsyncConnection):
+        driver = await driver_connection(conn, alone=True)
+        if before is None:
+            return await driver.fetch(_HISTORY_SQL, unit_id, limit)  # type: ignore[no-any-return]
+        return await driver.fetch(_HISTORY_BEFORE_SQL, unit_id, limit, before)  # type: ignore[no-any-return]
     query = (
         select(unit_history)
         .where(unit_history.c.unit_id == unit_id)

@@ -430,6 +430,6 @@ async def unit_history(id: UnitId, request: Request) -> Response:
     context = app_context(request)
     size = HISTORY_LIMIT.parse(request.query_params.get("limit"))
     cursor = request.query_params.get("cursor")
-    async with context.db.read() as conn:
+    async with context.db.fast_read() as conn:
         page = await service.history(conn, id, size, cursor, principal)
     return JSONResponse(page)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import format_time, utcnow
 from units_api.db import Connection
@@ -211,7 +210,7 @@ def _history_entry(row: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 async def history(
-    conn: AsyncConnection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Caller
+    conn: Connection, unit_id: uuid.UUID, limit: int, cursor: str | None, who: Caller
 ) -> dict[str, Any]:
     admit = _admit(who)
     if admit is not None:
