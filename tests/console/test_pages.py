@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import READY_UNIT, Api
+from units_api.console.i18n import LANGUAGE_COOKIE
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 
@@ -225,6 +226,35 @@ async def test_values_in_nested_tables_are_escaped(api: Api) -> None:
     assert "<script>alert(1)</script>" not in page.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quoted&#34;" in page.text
     assert '<td class="num">1,000.5</td>' in page.text
+
+
+async def test_the_units_own_fields_are_escaped_and_formatted(api: Api) -> None:
+    hostile = '<b>x</b> & "quoted"'
+    unit = await api.create_unit(
+        name=hostile,
+        unitDesc=hostile,
+        price=Decimal("1234567.25"),
+        unitImageUrl='https://cdn.example.com/a.png?x=1&y="2"',
+        gallery=["https://cdn.example.com/b.png?<i>"],
+        unitLocation={"type": "Point", "coordinates": [31.2357, 30.0444]},
+    )
+    client = await sign_in(api)
+    page = await client.get(f"/console/units/{unit['id']}")
+    assert page.status_code == 200
+    assert "<b>x</b>" not in page.text and "<i>" not in page.text
+    escaped = "&lt;b&gt;x&lt;/b&gt; &amp; &#34;quoted&#34;"
+    assert f'<dt title="unitDesc">Description</dt><dd dir="auto">{escaped}</dd>' in page.text
+    assert '<dt title="price">Price</dt><dd class="num">1,234,567.25</dd>' in page.text
+    image = "https://cdn.example.com/a.png?x=1&amp;y=&#34;2&#34;"
+    assert f'<a href="{image}" rel="noopener noreferrer">{image}</a>' in page.text
+    assert "https://cdn.example.com/b.png?&lt;i&gt;</a></li>" in page.text
+    assert '<dd dir="ltr">31.2357, 30.0444</dd>' in page.text
+
+    client.cookies.set(LANGUAGE_COOKIE, "ar")
+    arabic = await client.get(f"/console/units/{unit['id']}")
+    details = arabic.text.split('<dl class="fields">')[1]
+    assert details.startswith('<dt title="unitNameAr">')  # the Arabic texts come first
+    assert '<dd class="num">١٬٢٣٤٬٥٦٧٫٢٥</dd>' in details  # Arabic digits and separators
 
 
 async def test_validation_messages_sit_beside_their_fields(api: Api) -> None:

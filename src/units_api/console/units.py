@@ -161,7 +161,7 @@ async def unit_page(page: Page) -> Response:
         unit=unit,
         history=history.data["data"] if history.ok else [],
         older=history.data["nextCursor"] if history.ok else None,
-        form=forms.unit_form(),
+        details=_details(unit, page.language),
         tables=_nested_tables(unit, page.language),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)
@@ -172,6 +172,57 @@ async def unit_page(page: Page) -> Response:
         may_write=page.may(UNITS_WRITE),
         done=page.request.query_params.get("done"),
     )
+
+
+# Shown first on an Arabic page: the unit's Arabic texts.
+ARABIC_FIRST = ("unitNameAr", "unitDescAr", "unitShortDescAr")
+
+
+def _details(unit: dict[str, Any], language: Language) -> Markup:
+    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value),
+    written here for the reason `_nested_tables` gives; every value escaped."""
+    first = ARABIC_FIRST if language.code == "ar" else ()
+    items = [
+        _item(name, language, f'<dd dir="auto">{escape(unit.get(name) or "")}</dd>')
+        for name in first
+    ]
+    for field in forms.unit_form().scalars:
+        if field.name in first:
+            continue
+        value = unit.get(field.name)
+        if field.kind in ("number", "whole"):
+            shown = f'<dd class="num">{escape(language.number(value))}</dd>'
+        elif field.kind == "url" and value:
+            link = escape(value)
+            shown = f'<dd dir="auto"><a href="{link}" rel="noopener noreferrer">{link}</a></dd>'
+        else:
+            shown = f'<dd dir="auto">{escape("" if value is None else value)}</dd>'
+        items.append(_item(field.name, language, shown))
+    location = unit.get("unitLocation") or {}
+    coordinates = location.get("coordinates") or ()
+    where = ", ".join(escape(language.number(value)) for value in coordinates[:2])
+    items.append(_item("unitLocation", language, f'<dd dir="ltr">{where}</dd>'))
+    expense = unit.get("expense") or {}
+    cost = (
+        f"{escape(expense.get('name') or '')} {escape(language.number(expense.get('value')))}"
+        if expense
+        else ""
+    )
+    items.append(_item("expense", language, f'<dd dir="auto">{cost}</dd>'))
+    gallery = "".join(
+        f'<li><a href="{escape(url)}" rel="noopener noreferrer">{escape(url)}</a></li>'
+        for url in unit.get("gallery") or ()
+    )
+    items.append(_item("gallery", language, f"<dd>{f'<ul>{gallery}</ul>' if gallery else ''}</dd>"))
+    for text, name in (("Created", "createdAt"), ("Updated", "updatedAt")):
+        items.append(
+            f"<dt>{escape(language.t(text))}</dt><dd>{escape(language.time(unit.get(name)))}</dd>"
+        )
+    return Markup("".join(items))  # noqa: S704 - each value in it escaped above
+
+
+def _item(name: str, language: Language, value: str) -> str:
+    return f'<dt title="{escape(name)}">{escape(language.field(name))}</dt>{value}'
 
 
 def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, Any]]:
@@ -194,12 +245,18 @@ def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, A
                 for item in items
             )
         )
-        headers = [(column.name, language.field(column.name)) for column in table.columns]
+        head = Markup(  # noqa: S704 - each name and label escaped here
+            "".join(
+                f'<th scope="col" title="{escape(column.name)}">'
+                f"{escape(language.field(column.name))}</th>"
+                for column in table.columns
+            )
+        )
         shown.append(
             {
                 "name": table.name,
                 "label": language.field(table.name),
-                "headers": headers,
+                "head": head,
                 "rows": rows,
             }
         )
