@@ -224,7 +224,7 @@ async def test_values_in_nested_tables_are_escaped(api: Api) -> None:
     page = await client.get(f"/console/units/{unit['id']}")
     assert page.status_code == 200
     assert "<script>alert(1)</script>" not in page.text
-    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quoted&#34;" in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quoted&quot;" in page.text
     assert '<td class="num">1,000.5</td>' in page.text
 
 
@@ -242,10 +242,10 @@ async def test_the_units_own_fields_are_escaped_and_formatted(api: Api) -> None:
     page = await client.get(f"/console/units/{unit['id']}")
     assert page.status_code == 200
     assert "<b>x</b>" not in page.text and "<i>" not in page.text
-    escaped = "&lt;b&gt;x&lt;/b&gt; &amp; &#34;quoted&#34;"
+    escaped = "&lt;b&gt;x&lt;/b&gt; &amp; &quot;quoted&quot;"
     assert f'<dt title="unitDesc">Description</dt><dd dir="auto">{escaped}</dd>' in page.text
     assert '<dt title="price">Price</dt><dd class="num">1,234,567.25</dd>' in page.text
-    image = "https://cdn.example.com/a.png?x=1&amp;y=&#34;2&#34;"
+    image = "https://cdn.example.com/a.png?x=1&amp;y=&quot;2&quot;"
     assert f'<a href="{image}" rel="noopener noreferrer">{image}</a>' in page.text
     assert "https://cdn.example.com/b.png?&lt;i&gt;</a></li>" in page.text
     assert '<dd dir="ltr">31.2357, 30.0444</dd>' in page.text

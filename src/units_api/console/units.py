@@ -5,12 +5,13 @@ to the API as the session's key (console/api.py)."""
 from __future__ import annotations
 
 import asyncio
+import html
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import orjson
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -183,7 +184,7 @@ def _details(unit: dict[str, Any], language: Language) -> Markup:
     written here for the reason `_nested_tables` gives; every value escaped."""
     first = ARABIC_FIRST if language.code == "ar" else ()
     items = [
-        _item(name, language, f'<dd dir="auto">{escape(unit.get(name) or "")}</dd>')
+        _item(name, language, f'<dd dir="auto">{_text(unit.get(name) or "")}</dd>')
         for name in first
     ]
     for field in forms.unit_form().scalars:
@@ -191,38 +192,38 @@ def _details(unit: dict[str, Any], language: Language) -> Markup:
             continue
         value = unit.get(field.name)
         if field.kind in ("number", "whole"):
-            shown = f'<dd class="num">{escape(language.number(value))}</dd>'
+            shown = f'<dd class="num">{_text(language.number(value))}</dd>'
         elif field.kind == "url" and value:
-            link = escape(value)
+            link = _text(value)
             shown = f'<dd dir="auto"><a href="{link}" rel="noopener noreferrer">{link}</a></dd>'
         else:
-            shown = f'<dd dir="auto">{escape("" if value is None else value)}</dd>'
+            shown = f'<dd dir="auto">{_text("" if value is None else value)}</dd>'
         items.append(_item(field.name, language, shown))
     location = unit.get("unitLocation") or {}
     coordinates = location.get("coordinates") or ()
-    where = ", ".join(escape(language.number(value)) for value in coordinates[:2])
+    where = ", ".join(_text(language.number(value)) for value in coordinates[:2])
     items.append(_item("unitLocation", language, f'<dd dir="ltr">{where}</dd>'))
     expense = unit.get("expense") or {}
     cost = (
-        f"{escape(expense.get('name') or '')} {escape(language.number(expense.get('value')))}"
+        f"{_text(expense.get('name') or '')} {_text(language.number(expense.get('value')))}"
         if expense
         else ""
     )
     items.append(_item("expense", language, f'<dd dir="auto">{cost}</dd>'))
     gallery = "".join(
-        f'<li><a href="{escape(url)}" rel="noopener noreferrer">{escape(url)}</a></li>'
+        f'<li><a href="{_text(url)}" rel="noopener noreferrer">{_text(url)}</a></li>'
         for url in unit.get("gallery") or ()
     )
     items.append(_item("gallery", language, f"<dd>{f'<ul>{gallery}</ul>' if gallery else ''}</dd>"))
     for text, name in (("Created", "createdAt"), ("Updated", "updatedAt")):
         items.append(
-            f"<dt>{escape(language.t(text))}</dt><dd>{escape(language.time(unit.get(name)))}</dd>"
+            f"<dt>{_text(language.t(text))}</dt><dd>{_text(language.time(unit.get(name)))}</dd>"
         )
     return Markup("".join(items))  # noqa: S704 - each value in it escaped above
 
 
 def _item(name: str, language: Language, value: str) -> str:
-    return f'<dt title="{escape(name)}">{escape(language.field(name))}</dt>{value}'
+    return f'<dt title="{_text(name)}">{_text(language.field(name))}</dt>{value}'
 
 
 def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, Any]]:
@@ -247,8 +248,8 @@ def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, A
         )
         head = Markup(  # noqa: S704 - each name and label escaped here
             "".join(
-                f'<th scope="col" title="{escape(column.name)}">'
-                f"{escape(language.field(column.name))}</th>"
+                f'<th scope="col" title="{_text(column.name)}">'
+                f"{_text(language.field(column.name))}</th>"
                 for column in table.columns
             )
         )
@@ -266,10 +267,16 @@ def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, A
 def _cell(column: forms.Field, value: Any, language: Language) -> str:
     """One cell's HTML, its value escaped."""
     if column.kind in ("number", "whole"):
-        return f'<td class="num">{escape(language.number(value))}</td>'
+        return f'<td class="num">{_text(language.number(value))}</td>'
     if column.kind == "bool":
-        return f"<td>{escape(language.number(value))}</td>"
-    return f'<td dir="auto">{escape("" if value is None else value)}</td>'
+        return f"<td>{_text(language.number(value))}</td>"
+    return f'<td dir="auto">{_text("" if value is None else value)}</td>'
+
+
+def _text(value: object) -> str:
+    """A value as HTML text. `html.escape` returns a plain string; markupsafe's `escape` makes
+    a Markup of each value, three times the cost on a page of hundreds of values."""
+    return html.escape(value if isinstance(value, str) else str(value))
 
 
 def _allowed(table: dict[str, dict[str, str]], state: str) -> list[str]:
