@@ -228,6 +228,26 @@ async def test_values_in_nested_tables_are_escaped(api: Api) -> None:
     assert '<td class="num">1,000.5</td>' in page.text
 
 
+async def test_the_list_and_its_map_escape_every_value(api: Api) -> None:
+    hostile = '<img src=x> & "q"'
+    unit = await api.create_unit(
+        name=hostile,
+        city=hostile,
+        price=Decimal("2500000.50"),
+        unitLocation={"type": "Point", "coordinates": [31.2357, 30.0444]},
+    )
+    client = await sign_in(api)
+    page = await client.get("/console/units", params={"q": "", "p": f"id=={unit['id']}"})
+    assert page.status_code == 200
+    assert "<img src=x>" not in page.text
+    escaped = "&lt;img src=x&gt; &amp; &quot;q&quot;"
+    link = f'<a href="/console/units/{unit["id"]}" dir="auto">{escaped}</a>'
+    assert f'<tr><td>{link}</td><td dir="auto">villa</td><td dir="auto">{escaped}</td>' in page.text
+    assert '<td class="num">2,500,000.50</td>' in page.text
+    assert '<span class="status status-draft">draft</span>' in page.text
+    assert f"<title>{escaped}</title></circle></a>" in page.text  # the map's point
+
+
 async def test_the_units_own_fields_are_escaped_and_formatted(api: Api) -> None:
     hostile = '<b>x</b> & "quoted"'
     unit = await api.create_unit(

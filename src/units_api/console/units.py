@@ -20,7 +20,16 @@ from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
 from units_api.console import forms, maps
 from units_api.console.api import Answer
 from units_api.console.i18n import Language
-from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
+from units_api.console.web import (
+    PREFIX,
+    Page,
+    error_page,
+    redirect,
+    signed_in,
+    status,
+    text_of,
+    unit_name,
+)
 from units_api.units.fields import SORTABLE
 from units_api.units.states import AVAILABILITY, PUBLISHING
 
@@ -116,6 +125,7 @@ async def units_page(page: Page) -> Response:
         for name, value in (data.get("links") or {}).items()
         if value
     }
+    shown = _map(page, units, asked)
     return page.render(
         "units.html",
         400 if answer.status == 400 else 200,
@@ -126,11 +136,48 @@ async def units_page(page: Page) -> Response:
         meta=_pages(data.get("meta") or {}),
         links=links,
         problem=problem,
-        map=_map(page, units, asked),
+        rows=_rows(units, page.language),
+        map=shown,
+        marks=_marks(shown, page.language),
         sorts=tuple(SORTABLE),
         publishing_states=PUBLISHING_STATES,
         availability_states=AVAILABILITY_STATES,
         may_write=page.may(UNITS_WRITE),
+    )
+
+
+def _rows(units: list[dict[str, Any]], language: Language) -> Markup:
+    """The list's rows, written here for the reason `_nested_tables` gives; every value
+    escaped. A field the key may not read is an empty cell."""
+    rows = []
+    for unit in units:
+        publishing = (unit.get("publishing") or {}).get("status")
+        availability = (unit.get("availability") or {}).get("status")
+        rows.append(
+            f'<tr><td><a href="{PREFIX}/units/{_text(unit.get("id") or "")}" dir="auto">'
+            f"{_text(unit_name(unit, language))}</a></td>"
+            f'<td dir="auto">{_text(unit.get("type") or "")}</td>'
+            f'<td dir="auto">{_text(unit.get("city") or "")}</td>'
+            f'<td class="num">{_text(language.number(unit.get("price")))}</td>'
+            f"<td>{status(publishing, language.t) if publishing else ''}</td>"
+            f"<td>{status(availability, language.t) if availability else ''}</td>"
+            f"<td>{_text(language.time(unit.get('updatedAt')))}</td></tr>"
+        )
+    return Markup("\n".join(rows))  # noqa: S704 - each value in it escaped above
+
+
+def _marks(shown: dict[str, Any] | None, language: Language) -> Markup:
+    """The map's points, each a link to its unit, named in its title."""
+    if shown is None:
+        return Markup()
+    radius = shown["radius"]
+    return Markup(  # noqa: S704 - each value in it escaped here
+        "".join(
+            f'<a href="{PREFIX}/units/{_text(point["unit"].get("id") or "")}">'
+            f'<circle class="point" cx="{point["x"]}" cy="{point["y"]}" r="{radius}">'
+            f"<title>{_text(unit_name(point['unit'], language))}</title></circle></a>"
+            for point in shown["points"]
+        )
     )
 
 

@@ -13,6 +13,7 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -228,5 +229,20 @@ def short(value: Any) -> str:
     return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
 
 
+def unit_name(unit: dict[str, Any], lang: Language) -> str:
+    """A unit's name in the page's language: its Arabic name on an Arabic page, when it has
+    one."""
+    return str((lang.code == "ar" and unit.get("unitNameAr")) or unit.get("name") or "")
+
+
+def status(value: str, t: Callable[[str], str]) -> Markup:
+    """A state as a badge (a function, not a macro: a list page shows dozens, and a macro
+    call costs many times more)."""
+    return Markup(  # noqa: S704 - both values escaped
+        f'<span class="status status-{escape(value)}">{escape(t(value))}</span>'
+    )
+
+
 SHORT = 160
 templates.filters["short"] = short
+templates.globals.update(unit_name=unit_name, status=status)
