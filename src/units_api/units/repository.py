@@ -78,7 +78,7 @@ _HISTORY_BEFORE_SQL = f"{_HISTORY_COLUMNS} WHERE unit_id = $1 AND id < $3 ORDER 
 
 async def history_page(
     conn: Connection, unit_id: uuid.UUID, before: int | None, limit: int
-) -> Sequence[Mapping[str, Any]]:
+) -> Sequence[Mapping[Any, Any]]:
     """A page of a unit's history, newest first, older than the entry `before`; on a
     PlainConnection (`Database.fast_read`) by the driver alone."""
     if not isinstance(conn, AsyncConnection):
