@@ -76,6 +76,11 @@ async def test_fields_projection_always_keeps_id(api: Api) -> None:
         {"id": response.json()["data"][0]["id"], "price": 1234567.89, "city": "New Cairo"}
     ]
     assert b'"price":1234567.89' in response.content
+    nested = await get_list(api, scope, "fields=publishing,unitLocation,paymentPlans")
+    whole = (await get_list(api, scope, "")).json()["data"][0]
+    assert nested.json()["data"] == [
+        {name: whole[name] for name in ("id", "publishing", "unitLocation", "paymentPlans")}
+    ]
 
 
 async def test_count_modes(api: Api) -> None:

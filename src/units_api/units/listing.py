@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Literal
 
+import msgspec
 import orjson
 from sqlalchemy import ColumnElement, Select, and_
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,7 +19,6 @@ from units_api.db import Database
 from units_api.errors import InvalidParameter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.json import load_stored
 from units_api.http.paging import Limit, page_links, whole_number
 from units_api.search.index import (
     Tier,
@@ -119,14 +119,22 @@ def parse_list_params(request: Request) -> ListParams:
     )
 
 
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
 def _project(doc: str, fields: tuple[str, ...] | None, shown: dict[str, Any]) -> Any:
     """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
     if fields is None:
         if not shown:
             return orjson.Fragment(doc)
         return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
-    record = load_stored(doc)
-    return {name: record.get(name) for name in fields} | shown
+    # Only the top level is parsed: each field's value is kept as the JSON it is stored as
+    # (a record's many numbers are not read into Decimals to be written back unchanged).
+    record = _TOP_LEVEL.decode(doc)
+    return {
+        name: None if (value := record.get(name)) is None else orjson.Fragment(bytes(value))
+        for name in fields
+    } | shown
 
 
 def _newest_matches_alone(dialect: str, params: ListParams, policy: Node | None) -> bool:
