@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import ColumnElement, Executable, ScalarSelect, func, select
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -211,13 +212,21 @@ def count(condition: ColumnElement[bool]) -> ScalarSelect[Any]:
     return select(func.count()).select_from(units).where(condition).scalar_subquery()
 
 
-async def estimate(conn: AsyncConnection, condition: ColumnElement[bool]) -> int:
-    """PostgreSQL's planner estimate of the matching rows (fast at any size)."""
-    query = select(units.c.id).where(condition)
-    compiled = query.compile(dialect=conn.dialect)
+# EXPLAIN of the units matching a condition: its SQL and its values in order.
+Explain = tuple[str, tuple[Any, ...]]
+
+
+def explain_statement(condition: ColumnElement[bool], dialect: Dialect) -> Explain:
+    """The statement `estimate` runs for `condition` (compiled once and kept by the list's
+    statements: compiling it cost a list request a tenth of its time)."""
+    compiled = select(units.c.id).where(condition).compile(dialect=dialect)
     names = compiled.positiontup or []
-    parameters = tuple(compiled.params[name] for name in names)
-    result = await conn.exec_driver_sql("EXPLAIN (FORMAT JSON) " + compiled.string, parameters)
+    return "EXPLAIN (FORMAT JSON) " + compiled.string, tuple(compiled.params[n] for n in names)
+
+
+async def estimate(conn: AsyncConnection, statement: Explain) -> int:
+    """PostgreSQL's planner estimate of the matching rows (fast at any size)."""
+    result = await conn.exec_driver_sql(*statement)
     plan = result.scalar_one()
     plan = orjson.loads(plan) if isinstance(plan, str | bytes) else plan
     return int(plan[0]["Plan"]["Plan Rows"])

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import msgspec
 import orjson
 from sqlalchemy import ColumnElement, Select, and_
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.datastructures import URL
 from starlette.requests import Request
@@ -33,7 +34,14 @@ from units_api.search.index import (
 from units_api.search.normalize import query_tokens
 from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
 from units_api.units import repository
-from units_api.units.counting import CHANGE_VERSION, CountCache, estimate, exact_count
+from units_api.units.counting import (
+    CHANGE_VERSION,
+    CountCache,
+    Explain,
+    estimate,
+    exact_count,
+    explain_statement,
+)
 from units_api.units.fields import DISTANCE, RELEVANCE, SortKey
 from units_api.units.filtering import bounded, located, nearest_units, unit_condition, unit_near
 from units_api.units.repository import Computed
@@ -303,7 +311,7 @@ def _page_query(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Statements:
     condition: ColumnElement[bool]  # the filter's, the policy's and the search's
     distance: Computed
@@ -311,6 +319,13 @@ class _Statements:
     # The page's statement with its values written in, when they are all numbers (a map
     # search's: see repository.literal_sql).
     sql: str | None
+    # The estimate's statement, compiled at its first use (two requests may both compile it).
+    explain: Explain | None = None
+
+    def explained(self, dialect: Dialect) -> Explain:
+        if self.explain is None:
+            self.explain = explain_statement(self.condition, dialect)
+        return self.explain
 
 
 @lru_cache(maxsize=128)  # a polygon's statements may take a few hundred KB
@@ -379,7 +394,7 @@ async def list_units(
         total: int | None = None
         key = (params.filter, policy, params.words)
         if mode == "estimated" and db.dialect == "postgresql":
-            total = await estimate(conn, condition)
+            total = await estimate(conn, statements.explained(conn.dialect))
         elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
             # The last page: what came before it and what is on it, read in one statement; an
             # empty one holds at the version seen before it, if that is still the current one.
@@ -396,7 +411,7 @@ async def list_units(
             total = await counts.total(conn, key, version, counting, budget)
             if total is None:
                 mode = "estimated"
-                total = await estimate(conn, condition)
+                total = await estimate(conn, statements.explained(conn.dialect))
         return docs, values, total, mode, distance
 
     # Lists and searches may be a little behind: a replica's, when one is in use.
