@@ -138,3 +138,14 @@ async def test_without_the_fast_pool_writes_use_sqlalchemy(
         assert (await api.request("GET", path)).json()["version"] == 2
         assert (await api.request("DELETE", path)).status_code == 204
         assert (await api.request("GET", path)).status_code == 404
+
+
+async def test_both_pools_run_without_jit_and_parallel_workers(db: Database) -> None:
+    # JIT compiles a costly statement at its start, even a plain EXPLAIN (db.server_settings)
+    async with db.read() as conn:
+        settings = (await conn.exec_driver_sql("SHOW jit")).scalar_one()
+        workers = (await conn.exec_driver_sql("SHOW max_parallel_workers_per_gather")).scalar()
+    assert (settings, workers) == ("off", "0")
+    assert db.fast_pool is not None
+    async with db.fast_pool.acquire() as driver:
+        assert await driver.fetchval("SHOW jit") == "off"

@@ -140,10 +140,16 @@ def server_settings(parallel_workers: int) -> dict[str, str]:
     Parallel query is off by default: starting workers costs a short query (a page, a count
     through an index) tens of milliseconds, which an API serving many small requests on a few
     cores never wins back (see bench/README.md).
+
+    JIT compilation is off: PostgreSQL compiles a statement whose estimated cost passes
+    `jit_above_cost` at its start, even for a plain EXPLAIN (an estimated count), and the
+    compiling cost 25-35 ms where the statement took under 1 ms (a search within a city at
+    1,000,000 units); a scan of every unit (an aggregate) ran no faster with it.
     """
     return {
         "application_name": "units-api",
         "max_parallel_workers_per_gather": str(parallel_workers),
+        "jit": "off",
     }
 
 
