@@ -52,7 +52,7 @@ from units_api.process import settle_collector
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
 from units_api.units.repository import located_by_time
-from units_api.units.router import ONE_UNIT_OPERATIONS
+from units_api.units.router import DIRECT_OPERATIONS
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
 from units_api.webhooks.sender import Sender
@@ -246,7 +246,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         DirectRoutes,
         routes=[route for router in ROUTERS for route in router.routes],
-        operations=ONE_UNIT_OPERATIONS,
+        operations=DIRECT_OPERATIONS,
         handlers=app.exception_handlers,
     )
     app.add_middleware(

@@ -17,7 +17,7 @@ from units_api.errors import ApiError, NotFound
 from units_api.http.direct import DirectRoutes
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.paths import ID
-from units_api.units.router import ONE_UNIT_OPERATIONS
+from units_api.units.router import DIRECT_OPERATIONS
 
 
 def _things() -> tuple[APIRouter, list[str]]:
@@ -130,9 +130,9 @@ def test_every_one_unit_operation_is_served_directly() -> None:
     from units_api.app import ROUTERS
 
     routes = [route for router in ROUTERS for route in router.routes]
-    direct = DirectRoutes(FastAPI(), routes, ONE_UNIT_OPERATIONS, {})
+    direct = DirectRoutes(FastAPI(), routes, DIRECT_OPERATIONS, {})
     served = {d.route.operation_id for found in direct.by_method.values() for d in found}
-    assert served == set(ONE_UNIT_OPERATIONS)
+    assert served == set(DIRECT_OPERATIONS)
 
 
 async def test_the_units_routes_keep_their_errors(api: Api) -> None:

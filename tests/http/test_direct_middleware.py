@@ -15,7 +15,7 @@ import httpx
 from tests.conftest import fresh_postgres, unit_body
 from tests.test_metrics import REQUESTS, _lines, _samples, served
 from units_api.http.middleware import MAX_URL_BYTES
-from units_api.units.router import ONE_UNIT_OPERATIONS
+from units_api.units.router import DIRECT_OPERATIONS
 
 UNITS = "/api/v2/units"
 ONE = "/api/v2/units/{id}"
@@ -36,7 +36,7 @@ def _kind(problem: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def test_direct_routes_get_every_middleware_like_routed_ones(tmp_path: Path) -> None:
-    assert {"getUnit", "createUnit", "replaceUnit"} <= set(ONE_UNIT_OPERATIONS)
+    assert {"getUnit", "createUnit", "replaceUnit"} <= set(DIRECT_OPERATIONS)
     log = tmp_path / "log"
     env = {"UNITS_API_MAX_BODY_BYTES": str(BODY_LIMIT), "UNITS_API_DB_FAST_POOL_SIZE": "4"}
     with fresh_postgres("units_direct") as url, served(url, log, env=env) as (base, admin):

@@ -52,9 +52,10 @@ Update = Callable[
     Awaitable[Written],
 ]
 
-# One unit's operations: the busiest, served without the framework's routing layers
-# (http/direct.py); each endpoint takes only its path parameters and the request.
-ONE_UNIT_OPERATIONS = (
+# The busiest operations, one unit's and the list: served without the framework's routing
+# layers (http/direct.py); each endpoint takes only its path parameters and the request.
+DIRECT_OPERATIONS = (
+    "listUnits",
     "createUnit",
     "getUnit",
     "replaceUnit",
