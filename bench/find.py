@@ -119,7 +119,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="server processes (one per core)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of load before measuring")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=10,
+        help="seconds of load before measuring (each process's first search of each term counts "
+        "its matches, 0.5-0.9 s each at 1,000,000 units on a slow day)",
+    )
     parser.add_argument(
         "--no-count-cache",
         action="store_true",
