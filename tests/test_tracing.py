@@ -143,6 +143,21 @@ async def test_a_job_run_is_a_span(traced_api: Api, spans: InMemorySpanExporter)
     assert attributes["units_api.job.attempt"] == 1
 
 
+def _delivery_of(event_id: str, hook_id: str) -> Callable[[ReadableSpan], bool]:
+    """The span of an event's delivery to this test's webhook (the database is shared: a
+    webhook another test left may be sent the same event)."""
+
+    def found(span: ReadableSpan) -> bool:
+        attributes = span.attributes or {}
+        return (
+            span.name == "webhook delivery"
+            and attributes.get("units_api.event.id") == event_id
+            and attributes.get("units_api.webhook.id") == hook_id
+        )
+
+    return found
+
+
 async def test_a_delivery_links_to_the_request_that_wrote_its_event(
     traced_api: Api, spans: InMemorySpanExporter
 ) -> None:
@@ -156,13 +171,7 @@ async def test_a_delivery_links_to_the_request_that_wrote_its_event(
             unit = await traced_api.create_unit(city="Giza")
             await target.wait_for(lambda got: len(target.of(unit["id"])) == 1)
             event_id = target.of(unit["id"])[0].event["id"]
-            delivery = await _until(
-                spans,
-                lambda s: (
-                    s.name == "webhook delivery"
-                    and (s.attributes or {}).get("units_api.event.id") == event_id
-                ),
-            )
+            delivery = await _until(spans, _delivery_of(event_id, hook_id))
         finally:
             await traced_api.request("DELETE", f"/api/v2/webhooks/{hook_id}")
 
@@ -184,19 +193,14 @@ async def test_a_delivery_sends_its_spans_traceparent(
             "POST", "/api/v2/webhooks", json={"url": target.url, "eventTypes": ["unit.created"]}
         )
         assert created.status_code == 201, created.text
+        hook_id = created.json()["id"]
         try:
             unit = await traced_api.create_unit(city="Giza")
             await target.wait_for(lambda got: len(target.of(unit["id"])) == 1)
             (received,) = target.of(unit["id"])
-            delivery = await _until(
-                spans,
-                lambda s: (
-                    s.name == "webhook delivery"
-                    and (s.attributes or {}).get("units_api.event.id") == received.event["id"]
-                ),
-            )
+            delivery = await _until(spans, _delivery_of(received.event["id"], hook_id))
         finally:
-            await traced_api.request("DELETE", f"/api/v2/webhooks/{created.json()['id']}")
+            await traced_api.request("DELETE", f"/api/v2/webhooks/{hook_id}")
 
     headers = {name.lower(): value for name, value in received.headers.items()}
     assert delivery.context is not None
