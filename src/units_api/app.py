@@ -38,7 +38,7 @@ from units_api.errors import (
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
-from units_api.http.direct import DirectRoutes
+from units_api.http.direct import DirectRoutes, Prefixed
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
@@ -237,12 +237,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in ROUTERS:
         app.include_router(router)
-    app.router.routes.extend(console_routes)
+    app.router.routes.insert(0, Prefixed(console_web.PREFIX, console_routes))
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     for unavailable in DATABASE_UNAVAILABLE:
         app.add_exception_handler(unavailable, _database_error)
+    every_route = [*app.routes, *console_routes, *(r for router in ROUTERS for r in router.routes)]
     app.add_middleware(
         DirectRoutes,
         routes=[route for router in ROUTERS for route in router.routes],
@@ -258,12 +259,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         RequestContextMiddleware,
         log_requests=settings.access_log,
         count_requests=settings.request_metrics,
-        routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)],
+        routes=every_route,
     )
     if tracing.on:  # outside every other layer: a span per request (tracing.py)
         app.add_middleware(
             tracing.TracingMiddleware,
-            routes=[*app.routes, *(route for router in ROUTERS for route in router.routes)],
+            routes=every_route,
         )
 
     def openapi() -> dict[str, Any]:

@@ -10,11 +10,12 @@ import httpx
 import pytest
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from tests.conftest import Api
 from tests.http.test_errors import assert_problem
 from units_api.errors import ApiError, NotFound
-from units_api.http.direct import DirectRoutes
+from units_api.http.direct import DirectRoutes, Prefixed
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.paths import ID
 from units_api.units.router import DIRECT_OPERATIONS
@@ -153,3 +154,39 @@ async def test_the_units_routes_keep_their_errors(api: Api) -> None:
     assert_problem(await api.request("POST", path), 405)
     response = await api.request("GET", path, headers={"If-None-Match": f'"{unit["version"]}"'})
     assert response.status_code == 304
+
+
+def _prefixed_app() -> FastAPI:
+    async def page(request: Request) -> Response:
+        return JSONResponse({"page": request.path_params, "route": request.scope["route"].path})
+
+    app = FastAPI()
+    app.include_router(_things()[0])
+    pages = [
+        Route("/pages/{name}", page, methods=["GET"]),
+        Route("/pages/{name}/edit", page, methods=["GET", "POST"]),
+    ]
+    app.router.routes.insert(0, Prefixed("/pages", pages))
+    return app
+
+
+async def test_prefixed_routes_answer_as_they_would_among_the_others() -> None:
+    app = _prefixed_app()
+    async with await _client(app) as client:
+        found = await client.get("/pages/one")
+        edit = await client.post("/pages/two/edit")
+        wrong_method = await client.delete("/pages/two/edit")
+        none = await client.get("/pages/")
+        beside = await client.get("/pagesmith")
+        thing = await client.get(f"/things/{uuid.uuid4()}")
+    assert found.json() == {"page": {"name": "one"}, "route": "/pages/{name}"}
+    assert edit.json() == {"page": {"name": "two"}, "route": "/pages/{name}/edit"}
+    assert wrong_method.status_code == 405
+    assert set(wrong_method.headers["allow"].split(", ")) == {"HEAD", "GET", "POST"}
+    assert none.status_code == 404 and beside.status_code == 404
+    assert thing.status_code == 200  # the routes after them are still found
+
+
+def test_prefixed_routes_name_their_paths() -> None:
+    app = _prefixed_app()
+    assert app.url_path_for("page", name="x") == "/pages/x"

@@ -16,14 +16,16 @@ An endpoint served here takes only its path parameters and the request, and answ
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.routing import APIRoute
 from starlette._utils import get_route_path
+from starlette.datastructures import URLPath
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Endpoint = Callable[..., Awaitable[Response]]
@@ -105,3 +107,43 @@ class DirectRoutes:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+class Prefixed(BaseRoute):
+    """`routes` under one path `prefix`, tried in turn only for a path under it: placed first
+    among the app's routes, they are found without trying every API route before them, and
+    API requests try them with one comparison."""
+
+    def __init__(self, prefix: str, routes: Sequence[BaseRoute]) -> None:
+        self.prefix = prefix
+        self.routes = list(routes)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] not in ("http", "websocket") or not get_route_path(scope).startswith(
+            self.prefix
+        ):
+            return Match.NONE, {}
+        partial: tuple[Match, Scope] | None = None
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return match, {**child, _CHOSEN: route}
+            if match is Match.PARTIAL and partial is None:
+                partial = (match, {**child, _CHOSEN: route})
+        return partial or (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route: BaseRoute = scope[_CHOSEN]
+        scope["route"] = route  # the route that answers, as the router records it
+        await route.handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        for route in self.routes:
+            try:
+                return route.url_path_for(name, **path_params)
+            except NoMatchFound:
+                pass
+        raise NoMatchFound(name, path_params)
+
+
+_CHOSEN = "units_api.route"
