@@ -10,6 +10,8 @@ server, signs in, then:
    - one unit's page (the unit and its history); baseline: GET the unit from the API;
    and reads each page's server time from the access log (`durationMs`, p50 and p99 over
    the runs): wrk's latency adds the wait in the socket before the server takes a request.
+   In the same runs, GET one unit at 32 connections measures the machine against the one
+   the targets were set on (harness.REFERENCE); the server times are also given at that scale.
 2. Opens each page in headless Chromium (the system's), English and Arabic, in a fresh
    browser context each time (nothing cached): DOMContentLoaded, bytes transferred (the
    page, its stylesheet and script; images not counted) and console errors; medians of 5.
@@ -33,7 +35,16 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from harness import DEFAULT_DATABASE, RESULTS, free_port, recreate_database, run_wrk, start_server
+from harness import (
+    DEFAULT_DATABASE,
+    REFERENCE,
+    RESULTS,
+    free_port,
+    recreate_database,
+    run_wrk,
+    scale_of,
+    start_server,
+)
 from write import prepare
 
 from units_api.console.units import LIST_FIELDS
@@ -63,6 +74,7 @@ API_FILTERS = {
     f"q={quote('قاهرة')}": f"&q={quote('قاهرة')}",
     f"q={quote('حديقة')}&city=Cairo": f"&q={quote('حديقة')}&p=" + quote('city=="Cairo"'),
 }
+MACHINE = "GET one unit, 32 connections"
 BROWSER_PAGES = ("units", "unit", "edit", "bulk", "imports", "exports", "webhooks", "keys")
 LOADS = 5
 
@@ -118,6 +130,7 @@ def load(
             write_paths("api-unit", [f"/api/v2/units/{i}" for i in ids[:2000]]),
             (),
         ),
+        MACHINE: (write_paths("api-unit", [f"/api/v2/units/{i}" for i in ids[:2000]]), ()),
     }
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in scenarios}
     for _ in range(args.runs):
@@ -125,7 +138,7 @@ def load(
             figures = run_wrk(
                 base,
                 key,
-                connections=args.connections,
+                connections=32 if name == MACHINE else args.connections,
                 duration=args.duration,
                 threads=2,
                 script="paths.lua",
@@ -271,6 +284,17 @@ def main() -> None:
         print(
             f"{page}, server time (access log, {figures['requests']:,} requests): "
             f"p50 {figures['p50_ms']:.2f} ms, p99 {figures['p99_ms']:.2f} ms"
+        )
+    scale = scale_of("GET one unit", report["load"][MACHINE]["rps"])
+    print(
+        f"this machine: GET one unit {report['load'][MACHINE]['rps']:,.0f}/s at 32 connections "
+        f"against {REFERENCE['GET one unit']:,.0f} where the targets were set; server times at "
+        f"that scale (divided by {scale:.2f}):"
+    )
+    for page, figures in report["server_time"].items():
+        print(
+            f"  {page}: p50 {figures['p50_ms'] / scale:.2f} ms, "
+            f"p99 {figures['p99_ms'] / scale:.2f} ms"
         )
     for page, api in (("units page", "units from the API"), ("unit page", "unit from the API")):
         ratio = report["load"][page]["rps"] / report["load"][api]["rps"]

@@ -25,7 +25,16 @@ from urllib.parse import urlencode
 
 import asyncpg
 import httpx
-from harness import RESULTS, free_port, peak_rss_mb, recreate_database, run_wrk, start_server
+from harness import (
+    REFERENCE,
+    RESULTS,
+    free_port,
+    peak_rss_mb,
+    recreate_database,
+    run_wrk,
+    scale_of,
+    start_server,
+)
 from planted import plant
 from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
@@ -93,6 +102,9 @@ BY_CITY_AND_TYPE = {
 }
 QUERY_PATH = "/api/v2/units/query"
 SCENARIOS: dict[str, dict[str, Any]] = {
+    # The same run's measure of the machine against the one the targets were set on
+    # (harness.REFERENCE).
+    "GET one unit": {"one": True},
     "default list": {"params": {}},
     "filtered list": {"params": {"p": FILTERED, "sortBy": "price", "order": "asc"}},
     "nested filter": {"params": {"p": NESTED}, "prefer": "count=none"},
@@ -241,6 +253,16 @@ async def explain(url: str, names: list[str]) -> dict[str, float]:
     return times
 
 
+async def some_ids(url: str, count: int = 2_000) -> list[str]:
+    """Ids of units spread over the table, for GET one unit."""
+    conn = await asyncpg.connect(url.replace("+asyncpg", ""))
+    try:
+        rows = await conn.fetch("SELECT id FROM units TABLESAMPLE SYSTEM (1) LIMIT $1", count)
+    finally:
+        await conn.close()
+    return [str(row["id"]) for row in rows]
+
+
 def first_request_ms(url: str, key: str, headers: tuple[str, ...], body: Any = None) -> float:
     """The first request of a scenario: nothing of it remembered yet (its total, its plan, its
     answer); a POST of `body` when there is one."""
@@ -259,14 +281,18 @@ def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace
     """A scenario's first request (the slowest first one, for a mix), then its wrk runs."""
     headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
     wrk: dict[str, Any] = {"connections": args.connections, "headers": headers}
-    if "mix" in scenario:
+    if "mix" in scenario or "one" in scenario:
         extra = scenario.get("params", {})
-        paths = [f"/api/v2/units/?{urlencode({'q': q, **extra})}" for q in scenario["mix"]]
+        paths = (
+            [f"/api/v2/units/{unit_id}" for unit_id in args.ids]
+            if "one" in scenario
+            else [f"/api/v2/units/?{urlencode({'q': q, **extra})}" for q in scenario["mix"]]
+        )
         listed = (
             RESULTS / f"paths_{hashlib.sha256(chr(10).join(paths).encode()).hexdigest()[:12]}.txt"
         )
         listed.write_text("\n".join(paths) + "\n")
-        first = max(first_request_ms(base + path, key, headers) for path in paths)
+        first = max(first_request_ms(base + path, key, headers) for path in paths[:20])
         wrk.update(script="paths.lua", script_args=(str(listed),))
         url = base
     elif "body" in scenario:
@@ -323,6 +349,7 @@ def main() -> None:
         asyncio.run(recreate_database(args.database_url))
     upgrade(args.database_url)
     key, seed_seconds = asyncio.run(prepare(args.database_url, args.units, args.reuse))
+    args.ids = asyncio.run(some_ids(args.database_url))
     RESULTS.mkdir(exist_ok=True)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -394,6 +421,19 @@ def print_report(report: dict[str, Any]) -> None:
             f"{name:<22}{figures['rps']:>10,.0f}{figures['p50_ms']:>10.2f}"
             f"{figures['p99_ms']:>10.2f}{figures['non_2xx']:>10,.0f}{figures['first_ms']:>10.1f}"
         )
+    one = report["scenarios"].get("GET one unit")
+    if one:
+        scale = scale_of("GET one unit", one["rps"])
+        print(
+            f"this machine: GET one unit {one['rps']:,.0f}/s against "
+            f"{REFERENCE['GET one unit']:,.0f} where the targets were set; at that scale "
+            f"({scale:.2f}: req/s times it, p99 divided by it):"
+        )
+        for name, figures in report["scenarios"].items():
+            print(
+                f"  {name:<20}{figures['rps'] * scale:>10,.0f}/s"
+                f"{figures['p99_ms'] / scale:>10.2f} ms p99"
+            )
     walk = report["cursor walk"]
     print(
         f"cursor walk: {walk['pages']} pages of 1,000, {walk['units_per_s']:,.0f} units/s, "

@@ -26,6 +26,7 @@ import random
 import re
 import shutil
 import statistics
+import subprocess
 import time
 from asyncio.subprocess import PIPE, Process
 from dataclasses import dataclass, field
@@ -37,7 +38,16 @@ from urllib.parse import urlencode
 import asyncpg
 import httpx
 from find import SCENARIOS
-from harness import RESULTS, cpu_seconds, free_port, read_wrk, start_server, wrk_command
+from harness import (
+    REFERENCE,
+    RESULTS,
+    cpu_seconds,
+    free_port,
+    read_wrk,
+    scale_of,
+    start_server,
+    wrk_command,
+)
 from replica_pair import Pair, caught_up, cluster_user, server_binaries
 from write import prepare
 
@@ -51,6 +61,10 @@ PRIMARY, REPLICA = "primary", "replica-1"
 # What the server logs when it leaves a replica for the primary (replicas.py).
 LEFT = ("read replica unreachable, reads go to the primary", "read replica skipped")
 SAMPLE_SECONDS = 0.1
+# The target: lists from the replica while the primary takes this many creates/s, on the
+# machine the targets were set on; CALIBRATE_SECONDS of creates alone say what that is here.
+TARGET_RATE = 1_000
+CALIBRATE_SECONDS = 10
 # PostgreSQL's own defaults where the pair's (made for tests) differ: commits are flushed.
 PAIR_SETTINGS = {"fsync": "on", "shared_buffers": "128MB"}
 LISTED = ("default list", "filtered list", "search English", "search Arabic", "map near")
@@ -77,7 +91,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--warmup", type=int, default=2, help="seconds of both loads before measuring"
     )
-    parser.add_argument("--rate", type=int, default=1000, help="creates/s asked of the primary")
+    parser.add_argument(
+        "--rate",
+        type=int,
+        default=None,
+        help="creates/s asked of the primary; by default TARGET_RATE at the scale of the machine "
+        "the targets were set on, from creates alone measured first (harness.REFERENCE)",
+    )
     parser.add_argument("--create-connections", type=int, default=32)
     parser.add_argument("--list-connections", type=int, default=8)
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
@@ -179,6 +199,9 @@ def measure(args: argparse.Namespace, pair: Pair, key: str) -> dict[str, Any]:
     base = f"http://127.0.0.1:{port}"
     load = Load(base, key, args, *write_inputs())
     try:
+        alone = calibrate(load) if args.rate is None else None
+        if alone is not None:
+            args.rate = round(TARGET_RATE / scale_of("create", alone["rps"]))
         if args.warmup:
             asyncio.run(run_phase(load, args.warmup, pair, server.pid, stop_at=None))
         up = asyncio.run(run_phase(load, args.duration, pair, server.pid, stop_at=None))
@@ -192,6 +215,7 @@ def measure(args: argparse.Namespace, pair: Pair, key: str) -> dict[str, Any]:
     return {
         "units": args.units,
         "rate_asked": args.rate,
+        "creates_alone": alone,
         "create_connections": args.create_connections,
         "list_connections": args.list_connections,
         "workers": args.workers,
@@ -201,6 +225,23 @@ def measure(args: argparse.Namespace, pair: Pair, key: str) -> dict[str, Any]:
         "up": {"seconds": args.duration, **up},
         "stopped": {"seconds": args.stopped, "stop_after_s": args.stop_after, **stopped},
     }
+
+
+def calibrate(load: Load) -> dict[str, float]:
+    """Creates alone, as fast as they go (no lists, the standby up and replaying), measured
+    against the machine the targets were set on."""
+    command = wrk_command(
+        load.base,
+        load.key,
+        connections=load.args.create_connections,
+        duration=CALIBRATE_SECONDS,
+        threads=1,
+        script="paced.lua",
+        script_args=("/api/v2/units/", str(load.unit_file), "1000000"),
+    )
+    figures = read_wrk(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    assert figures["non_2xx"] == 0 and figures["socket_errors"] == 0, figures
+    return figures
 
 
 def list_paths() -> list[str]:
@@ -352,6 +393,14 @@ def print_report(report: dict[str, Any]) -> None:
     )
     if report["seed_units_per_s"]:
         print(f"seeding: {report['seed_units_per_s']:,.0f} units/s")
+    alone = report["creates_alone"]
+    if alone is not None:
+        scale = scale_of("create", alone["rps"])
+        print(
+            f"creates alone: {alone['rps']:,.0f}/s (p99 {alone['p99_ms']:.1f} ms) against "
+            f"{REFERENCE['create']:,.0f} where the targets were set: {TARGET_RATE:,}/s there is "
+            f"{report['rate_asked']:,}/s here (scale {scale:.2f})"
+        )
     print(
         f"{'phase':<24}{'creates/s':>10}{'p99 ms':>8}{'errors':>8}"
         f"{'lists/s':>9}{'p50 ms':>8}{'p99 ms':>8}{'errors':>8}{'on replica':>12}{'server':>8}"
