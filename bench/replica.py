@@ -120,7 +120,8 @@ class Load:
     unit_file: Path
     paths_file: Path
 
-    def creates(self, seconds: int) -> list[str]:
+    def creates(self, seconds: int, rate: int | None = None) -> list[str]:
+        """Creates at `rate` per second (the one asked by default)."""
         return wrk_command(
             self.base,
             self.key,
@@ -128,7 +129,7 @@ class Load:
             duration=seconds,
             threads=1,  # paced.lua's rate is per thread
             script="paced.lua",
-            script_args=("/api/v2/units/", str(self.unit_file), str(self.args.rate)),
+            script_args=("/api/v2/units/", str(self.unit_file), str(rate or self.args.rate)),
         )
 
     def lists(self, seconds: int) -> list[str]:
@@ -230,15 +231,7 @@ def measure(args: argparse.Namespace, pair: Pair, key: str) -> dict[str, Any]:
 def calibrate(load: Load) -> dict[str, float]:
     """Creates alone, as fast as they go (no lists, the standby up and replaying), measured
     against the machine the targets were set on."""
-    command = wrk_command(
-        load.base,
-        load.key,
-        connections=load.args.create_connections,
-        duration=CALIBRATE_SECONDS,
-        threads=1,
-        script="paced.lua",
-        script_args=("/api/v2/units/", str(load.unit_file), "1000000"),
-    )
+    command = load.creates(CALIBRATE_SECONDS, rate=1_000_000)  # slots never wait
     figures = read_wrk(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
     assert figures["non_2xx"] == 0 and figures["socket_errors"] == 0, figures
     return figures
