@@ -35,7 +35,7 @@ from harness import (
     scale_of,
     start_server,
 )
-from planted import plant
+from planted import add_newer, plant
 from sqlalchemy import Select, func, select
 from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
@@ -149,6 +149,13 @@ def parse_args() -> argparse.Namespace:
         help="compute every aggregate afresh (UNITS_API_RESULT_CACHE_BYTES=0)",
     )
     parser.add_argument("--walk-pages", type=int, default=100)
+    parser.add_argument(
+        "--newer",
+        type=int,
+        default=0,
+        help="create N units of one body first, newer than every other and in none of the "
+        "searches (as write.py leaves them), so newest-first searches walk past them",
+    )
     parser.add_argument(
         "--database-url",
         default=os.environ.get(
@@ -371,6 +378,8 @@ def main() -> None:
     }
     try:
         report["planted"] = asyncio.run(plant(base, key, args.database_url))
+        if args.newer:
+            report["newer"] = asyncio.run(add_newer(base, key, args.newer))
         report["rss_start_mb"] = peak_rss_mb(server.pid)
         for name in args.scenario or SCENARIOS:
             report["scenarios"][name] = load(base, key, SCENARIOS[name], args)
@@ -407,6 +416,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['duration_s']} s"
     )
     print(f"planted words (units holding each): {report['planted']}")
+    if "newer" in report:
+        print(f"units of one body newer than every other, in no search: {report['newer']:,}")
     print(
         f"{report['workers']} server processes; exact totals "
         + ("remembered per change version" if report["count_cache"] else "counted every time")

@@ -15,7 +15,11 @@ import httpx
 from sqlalchemy import select
 
 from units_api.db import Database, create_engine
+from units_api.http.json import dumps
+from units_api.sample_data import fake_unit
 from units_api.units.tables import units
+
+JSON = "application/json"
 
 # The text each planted unit gets in unitDesc and unitDescAr, by how many units get it.
 PLANTED = {
@@ -65,3 +69,31 @@ async def plant(base: str, key: str, database_url: str, concurrency: int = 16) -
             ids = ids[count:]
         await asyncio.gather(*jobs)
         return {word: await _count(client, word) for word in PLANTED}
+
+
+# The one body every newer unit gets (as bench/write.py creates them): its words are in none
+# of find.py's searches, so a newest-first search walks past all of them.
+NEWER_BODY_SEED = 7
+
+
+async def add_newer(base: str, key: str, count: int, concurrency: int = 16) -> int:
+    """Create `count` units of one body through the API, newer than every other; returns how
+    many units of that body there are then (a database reused keeps those of earlier runs)."""
+    body = fake_unit(random.Random(NEWER_BODY_SEED))
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def create() -> None:
+            async with gate:
+                response = await client.post(
+                    "/api/v2/units/", content=dumps(body), headers={"content-type": JSON}
+                )
+                response.raise_for_status()
+
+        await asyncio.gather(*(create() for _ in range(count)))
+        response = await client.get(
+            "/api/v2/units/", params={"p": f'name=="{body["name"]}"', "limit": "1"}
+        )
+        response.raise_for_status()
+        return int(response.json()["meta"]["total"])
