@@ -243,16 +243,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _request_validation)
     for unavailable in DATABASE_UNAVAILABLE:
         app.add_exception_handler(unavailable, _database_error)
-    every_route = [*app.routes, *console_routes, *(r for router in ROUTERS for r in router.routes)]
+    api_routes = [route for router in ROUTERS for route in router.routes]
+    every_route = [*app.routes, *console_routes, *api_routes]
     app.add_middleware(
         DirectRoutes,
-        routes=[route for router in ROUTERS for route in router.routes],
+        routes=api_routes,
         operations=DIRECT_OPERATIONS,
         handlers=app.exception_handlers,
     )
     app.add_middleware(
         DeclaredQuery,
-        routes=[route for router in ROUTERS for route in router.routes],
+        routes=api_routes,
         reject=_reject_query,
     )
     app.add_middleware(
