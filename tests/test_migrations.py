@@ -20,6 +20,7 @@ from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
 from units_api.migrate import alembic_config, head_revision
 from units_api.search.index import search_condition
+from units_api.search.words import SIGNATURE_COLUMNS, signature
 from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.tables import units
@@ -90,10 +91,21 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     near, beside = "unitLocation=near=(31.2357,30.0444,1)", "unitLocation=within=(31,30,31.2,31)"
     assert asyncio.run(count_filtered(empty_database, near)) == 1
     assert asyncio.run(count_filtered(empty_database, beside)) == 0
+    if empty_database.startswith("postgresql"):
+        # Its signature, given by 0019 from its words.
+        (lexemes, *parts) = asyncio.run(
+            _admin(
+                empty_database,
+                "SELECT tsvector_to_array(vector) FROM unit_search",
+                *(f"SELECT {name} FROM unit_search" for name in SIGNATURE_COLUMNS),
+            )
+        )
+        assert tuple(part for (part,) in parts) == signature(lexemes[0])
+        assert asyncio.run(count_found(empty_database, "vil")) == 1
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0018"
+    assert head_revision() == "0019"
 
 
 async def _admin(url: str, *statements: str) -> list[list[object]]:

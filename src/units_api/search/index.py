@@ -4,6 +4,11 @@ Both hold the same lexemes of each unit (search.words) and match every query wor
 stem or as a prefix of a lexeme, so they give the same answers; both keep the unit's
 `ranking` words beside them, unindexed, which relevance reads for the matches only. Its rows
 are written with the unit's, by the unit change writer (units/changes.py).
+
+PostgreSQL's rows also hold the unit's creation time and the signature of its lexemes, both
+in one index (migrations 0005 and 0019): a search many units match is walked in creation
+order on that index alone, its words' signature bits tested there, and only the units that
+pass have their words read (newest_matches).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     Boolean,
     ColumnElement,
@@ -35,6 +41,7 @@ from sqlalchemy import (
     column,
     func,
     literal,
+    or_,
     select,
     table,
     text,
@@ -42,17 +49,25 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY, TSVECTOR
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from units_api.db import UTCDateTime
 from units_api.search.normalize import query_tokens
-from units_api.search.words import NAME_MARK, WRITTEN_WEIGHT, Term, terms
+from units_api.search.words import (
+    NAME_MARK,
+    SIGNATURE_COLUMNS,
+    WRITTEN_WEIGHT,
+    Term,
+    terms,
+)
 
-# The columns queries read (created_at exists on PostgreSQL only; migration 0005).
+# The columns queries read (created_at and the signature exist on PostgreSQL only).
 _SEARCH = table(
     "unit_search",
     column("unit_id", Uuid()),
     column("created_at", UTCDateTime()),
     column("ranking", TSVECTOR()),
+    *(column(name, BigInteger()) for name in SIGNATURE_COLUMNS),
 )
 Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
 # Relevance is read in tiers for searches of at most this many words (4 ** n combinations).
@@ -161,12 +176,54 @@ def newest_matches(
     """PostgreSQL: a page of matching unit ids in creation order, from the search table alone.
 
     The table holds each unit's creation time, indexed, so this walks it in that order and
-    checks each row's words; with `first` (few matches), it sorts what the index finds.
+    checks each row's words (see _walked); with `first` (few matches), it sorts what the
+    index finds.
     """
-    found = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(
-        *_found(words, "postgresql", first)
+    if first:
+        found = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(
+            *_found(words, "postgresql", first)
+        )
+        return _in_creation_order(found, descending, limit, offset, sort_found=True)
+    walked = _walked(words, [_matches(words, "postgresql")])
+    return _in_creation_order(walked, descending, limit, offset, sort_found=False)
+
+
+def _walked(words: Words, checks: list[TextClause], name: str = "walked") -> Select[Any]:
+    """The search table's (unit_id, created_at) rows for which `checks` hold, to be walked in
+    creation order.
+
+    Where the search's words have signature bits (search.words.signature), the walk tests
+    them on the index of creation times, which includes the signature, and reads the row of
+    a unit that passes them by its id to check its words. A walk past thousands of units that
+    lack the words (the newest units, say) then reads the few whose bits match: reading a
+    row and testing its words costs about five times what testing its entry does.
+    """
+    walked = _SEARCH.alias(name)
+    tests = _signature_tests(words, walked)
+    if not tests:
+        return select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(*checks)
+    read = (
+        select(literal(1))
+        .select_from(_SEARCH)
+        .where(_SEARCH.c.unit_id == walked.c.unit_id, *checks)
     )
-    return _in_creation_order(found, descending, limit, offset, sort_found=bool(first))
+    return select(walked.c.unit_id, walked.c.created_at).where(*tests, read.exists())
+
+
+def _signature_tests(words: Words, walked: NamedFromClause) -> list[ColumnElement[bool]]:
+    """For each word that has them, that the row's signature has one of its bits."""
+    tests = []
+    for term in terms(words):
+        masks = term.masks
+        if masks is None:
+            continue
+        options = [
+            walked.c[name].op("&")(bindparam("sig", mask, BigInteger(), unique=True)) != 0
+            for name, mask in zip(SIGNATURE_COLUMNS, masks, strict=True)
+            if mask
+        ]
+        tests.append(options[0] if len(options) == 1 else or_(*options))
+    return tests
 
 
 def _in_creation_order(
@@ -332,11 +389,12 @@ def ranked_matches(
                 units.c.id.label("unit_id"), units.c.created_at.label("created_at")
             ).where(condition)
             hits = _in_creation_order(found, descending, offset + limit, 0, False, f"tier{i}")
+        elif few:
+            in_tier = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(*_in_tier(words, tier))
+            hits = _in_creation_order(in_tier, descending, offset + limit, 0, True, f"tier{i}")
         else:
-            found = select(_SEARCH.c.unit_id, _SEARCH.c.created_at).where(
-                *_in_tier(words, tier, walked=not few)
-            )
-            hits = _in_creation_order(found, descending, offset + limit, 0, few, f"tier{i}")
+            walked = _walked(words, _in_tier(words, tier, walked=True), f"walked{i}")
+            hits = _in_creation_order(walked, descending, offset + limit, 0, False, f"tier{i}")
         branches.append(
             select(hits.c.unit_id, hits.c.created_at, literal(tier.score).label("score"))
         )

@@ -38,7 +38,14 @@ from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
 from units_api.http.json import dumps_plain
 from units_api.ids import uuid7
-from units_api.search.words import IndexedText, index_text, search_rowid
+from units_api.search.words import (
+    SIGNATURE_COLUMNS,
+    SIGNATURE_PARTS,
+    IndexedText,
+    index_text,
+    search_rowid,
+    signature,
+)
 from units_api.units.record import UnitRecord, actor_text, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
@@ -202,7 +209,11 @@ _EXTRA_COLUMNS = {
     "occurred_at": "timestamptz",
     "words": "text",
     "ranking": "text",
+    **dict.fromkeys(SIGNATURE_COLUMNS, "int8"),
 }
+# The search row's signature (search.words.signature), one column per part.
+_SIGNED = ", ".join(SIGNATURE_COLUMNS)
+_SIGNED_AGAIN = ", ".join(f"{name} = excluded.{name}" for name in SIGNATURE_COLUMNS)
 # The counter shard of the change trigger (the transaction's): a transaction holds one row.
 _SHARD = f"shard = txid_current() % {COUNTER_SHARDS}"
 _EVENT_DATA = {
@@ -277,12 +288,12 @@ def _pg_statement(kind: Kind, one: bool, traced: bool = False) -> str:
     if kind != "delete":
         # The search row: the unit's words and its creation time, the order a search walks.
         parts.append(
-            "w AS (INSERT INTO unit_search (unit_id, created_at, vector, ranking) "
+            f"w AS (INSERT INTO unit_search (unit_id, created_at, vector, ranking, {_SIGNED}) "
             "SELECT id, created_at, array_to_tsvector(string_to_array(words, ' ')), "
-            "array_to_tsvector(string_to_array(ranking, ' ')) FROM r "
+            f"array_to_tsvector(string_to_array(ranking, ' ')), {_SIGNED} FROM r "
             f"WHERE words IS NOT NULL AND {written} "
             "ON CONFLICT (unit_id) DO UPDATE SET vector = excluded.vector, "
-            "ranking = excluded.ranking)"
+            f"ranking = excluded.ranking, {_SIGNED_AGAIN})"
         )
     if kind != "update":
         sign = "+" if kind == "insert" else "-"
@@ -330,6 +341,16 @@ def _pg_arguments(rows: Rows) -> list[Any]:
         [row["occurred_at"] for row in rows.events],
         [_joined(words, row["unit_id"], "lexemes") for row in rows.history],
         [_joined(words, row["unit_id"], "ranking") for row in rows.history],
+        *_signature_columns([words.get(row["unit_id"]) for row in rows.history]),
+    ]
+
+
+def _signature_columns(found: list[IndexedText | None]) -> list[list[int | None]]:
+    """The signatures of units' search words, as one list per signature column."""
+    signed = [None if words is None else signature(words.lexemes) for words in found]
+    return [
+        [None if parts is None else parts[part] for parts in signed]
+        for part in range(SIGNATURE_PARTS)
     ]
 
 
@@ -344,10 +365,12 @@ def _number_text(value: Any) -> str | None:
 
 
 _SEARCH_FROM_ARRAYS = (
-    "INSERT INTO unit_search (unit_id, created_at, vector, ranking) "
+    f"INSERT INTO unit_search (unit_id, created_at, vector, ranking, {_SIGNED}) "
     "SELECT u, c, array_to_tsvector(string_to_array(w, ' ')), "
-    "array_to_tsvector(string_to_array(k, ' ')) "
-    "FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[]) AS t(u, c, w, k)"
+    f"array_to_tsvector(string_to_array(k, ' ')), {_SIGNED} "
+    "FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], "
+    + ", ".join(f"${5 + part}::int8[]" for part in range(SIGNATURE_PARTS))
+    + f") AS t(u, c, w, k, {_SIGNED})"
 )
 
 
@@ -363,6 +386,7 @@ async def _copy_postgres(driver: asyncpg.Connection, rows: Rows) -> None:
         [created_at for _, created_at, _ in rows.words],
         [" ".join(words.lexemes) for _, _, words in rows.words],
         [" ".join(words.ranking) for _, _, words in rows.words],
+        *_signature_columns([words for _, _, words in rows.words]),
     )
     await driver.execute(f"UPDATE unit_counters SET n = n + $1 WHERE {_SHARD}", len(rows.units))
 
