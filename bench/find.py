@@ -153,8 +153,9 @@ def parse_args() -> argparse.Namespace:
         "--newer",
         type=int,
         default=0,
-        help="create N units of one body first, newer than every other and in none of the "
-        "searches (as write.py leaves them), so newest-first searches walk past them",
+        help="first create units of one body until there are N, newer than every other and "
+        "in none of the searches (as write.py leaves them), so newest-first searches walk "
+        "past them",
     )
     parser.add_argument(
         "--database-url",

@@ -77,11 +77,19 @@ NEWER_BODY_SEED = 7
 
 
 async def add_newer(base: str, key: str, count: int, concurrency: int = 16) -> int:
-    """Create `count` units of one body through the API, newer than every other; returns how
-    many units of that body there are then (a database reused keeps those of earlier runs)."""
+    """Create units of one body through the API, newer than every other, until there are
+    `count` (a database reused keeps those of earlier runs); returns how many there are."""
     body = fake_unit(random.Random(NEWER_BODY_SEED))
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as client:
+
+        async def existing() -> int:
+            response = await client.get(
+                "/api/v2/units/", params={"p": f'name=="{body["name"]}"', "limit": "1"}
+            )
+            response.raise_for_status()
+            return int(response.json()["meta"]["total"])
+
         gate = asyncio.Semaphore(concurrency)
 
         async def create() -> None:
@@ -91,9 +99,5 @@ async def add_newer(base: str, key: str, count: int, concurrency: int = 16) -> i
                 )
                 response.raise_for_status()
 
-        await asyncio.gather(*(create() for _ in range(count)))
-        response = await client.get(
-            "/api/v2/units/", params={"p": f'name=="{body["name"]}"', "limit": "1"}
-        )
-        response.raise_for_status()
-        return int(response.json()["meta"]["total"])
+        await asyncio.gather(*(create() for _ in range(count - await existing())))
+        return await existing()

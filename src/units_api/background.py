@@ -7,6 +7,7 @@ PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a 
 
 - the unit schedule (`units/schedule.run_due`): scheduled publications, expired reservations;
 - housekeeping (`jobs/housekeeping.run_housekeeping`);
+- the search table's vacuum (`search/upkeep.vacuum_search`, PostgreSQL);
 - the event worker (`webhooks/worker.run_forever`): feed numbering, fan-out, delivery;
 - the job runner (`jobs/execution.JobRunner`): exports, imports, any kind in `jobs/kinds.py`.
 
@@ -26,6 +27,7 @@ from units_api.events.wakeup import Wakeup
 from units_api.jobs import loop
 from units_api.jobs.execution import JobRunner
 from units_api.jobs.housekeeping import HOUSEKEEPING_EVERY, run_housekeeping
+from units_api.search.upkeep import VACUUM_EVERY, vacuum_search
 from units_api.units.schedule import run_due
 from units_api.webhooks import worker
 from units_api.webhooks.service import Timing
@@ -86,6 +88,7 @@ def start_background(context: AppContext, listen: bool) -> Background:
             ),
             stop,
         ),
+        _periodic("search upkeep", VACUUM_EVERY, lambda: vacuum_search(db), stop),
         asyncio.create_task(
             worker.run_forever(
                 db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop

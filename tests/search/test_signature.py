@@ -30,7 +30,15 @@ from units_api.search.index import (
     search_condition,
 )
 from units_api.search.normalize import query_tokens
-from units_api.search.words import SIGNATURE_COLUMNS, Term, index_text, signature, terms
+from units_api.search.upkeep import vacuum_search
+from units_api.search.words import (
+    SIGNATURE_COLUMNS,
+    Term,
+    index_text,
+    signature,
+    signed_part,
+    terms,
+)
 from units_api.units import changes
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.tables import units
@@ -85,10 +93,12 @@ def has(term: Term, lexemes: list[str]) -> bool:
 
 def passes(term: Term, lexemes: list[str]) -> bool:
     """Whether the signature of `lexemes` lets a unit through for `term`."""
-    masks = term.masks
-    if masks is None:
+    if term.bits is None:
         return True
-    return any(part & mask for part, mask in zip(signature(lexemes), masks, strict=True))
+    signed = signature(lexemes)
+    return any(
+        all(signed[bit >> 6] & signed_part(1 << (bit & 63)) for bit in bits) for bits in term.bits
+    )
 
 
 words = st.one_of(
@@ -114,7 +124,7 @@ def test_the_signature_turns_away_most_units_without_the_words() -> None:
     for _ in range(2000):
         lexemes = index_text({"unitDesc": " ".join(rng.sample(VOCABULARY, 6))}).lexemes
         for term in terms(query_tokens(rng.choice(VOCABULARY))):
-            if term.masks is not None and not has(term, lexemes):
+            if term.bits is not None and not has(term, lexemes):
                 turned += not passes(term, lexemes)
                 kept += passes(term, lexemes)
     assert turned > 3 * kept
@@ -122,9 +132,9 @@ def test_the_signature_turns_away_most_units_without_the_words() -> None:
 
 def test_a_prefix_too_short_is_not_tested() -> None:
     (short,) = terms(["ga"])
-    assert short.masks is None
+    assert short.bits is None
     (whole,) = terms(["gardens"])  # its stem whole, or the word as a prefix
-    assert whole.masks is not None
+    assert whole.bits is not None
 
 
 def test_the_signature_is_the_same_in_every_process() -> None:
@@ -267,3 +277,29 @@ async def _compare(url: str) -> int:
 
 def test_the_walk_finds_what_the_index_finds(signed_database: str) -> None:
     assert asyncio.run(_compare(signed_database)) > 100
+
+
+async def _vacuumed(url: str) -> tuple[bool, bool, int, int]:
+    db = Database(create_engine(url, 1))
+    try:
+        untouched = await vacuum_search(db, after=10**9)
+        vacuumed = await vacuum_search(db, after=1)
+        async with db.read() as conn:
+            pages, visible = (
+                await conn.execute(
+                    text(
+                        "SELECT relpages, relallvisible FROM pg_class WHERE relname = 'unit_search'"
+                    )
+                )
+            ).one()
+    finally:
+        await db.dispose()
+    return untouched, vacuumed, pages, visible
+
+
+def test_the_search_table_is_vacuumed_once_enough_rows_were_written(signed_database: str) -> None:
+    # Vacuumed, every page of the table is marked visible to all: the walk's index-only scan
+    # reads no row of a unit its signature turns away.
+    untouched, vacuumed, pages, visible = asyncio.run(_vacuumed(signed_database))
+    assert (untouched, vacuumed) == (False, True)
+    assert visible == pages > 0

@@ -34,6 +34,7 @@ from sqlalchemy import (
     Table,
     TextClause,
     Uuid,
+    and_,
     any_,
     bindparam,
     case,
@@ -58,6 +59,7 @@ from units_api.search.words import (
     SIGNATURE_COLUMNS,
     WRITTEN_WEIGHT,
     Term,
+    signed_part,
     terms,
 )
 
@@ -211,19 +213,27 @@ def _walked(words: Words, checks: list[TextClause], name: str = "walked") -> Sel
 
 
 def _signature_tests(words: Words, walked: NamedFromClause) -> list[ColumnElement[bool]]:
-    """For each word that has them, that the row's signature has one of its bits."""
+    """For each word that has them, that the row's signature has all the bits of one of the
+    word's alternatives.
+
+    Each bit is its own test, `part & bit <> 0`, whose selectivity PostgreSQL takes to be
+    nearly 1 (that of `<>`), as it takes the whole walk; written `part & mask = mask`, it took
+    each to be that of `=` (0.5 %), expected one match for three words, and sorted the
+    matches of the words' index instead of walking (330 ms instead of 2).
+    """
     tests = []
     for term in terms(words):
-        masks = term.masks
-        if masks is None:
+        if term.bits is None:
             continue
-        options = [
-            walked.c[name].op("&")(bindparam("sig", mask, BigInteger(), unique=True)) != 0
-            for name, mask in zip(SIGNATURE_COLUMNS, masks, strict=True)
-            if mask
-        ]
+        options = [and_(*(_has_bit(walked, bit) for bit in bits)) for bits in term.bits]
         tests.append(options[0] if len(options) == 1 else or_(*options))
     return tests
+
+
+def _has_bit(walked: NamedFromClause, bit: int) -> ColumnElement[bool]:
+    part = walked.c[SIGNATURE_COLUMNS[bit >> 6]]
+    mask = bindparam("sig", signed_part(1 << (bit & 63)), BigInteger(), unique=True)
+    return part.op("&")(mask) != 0
 
 
 def _in_creation_order(

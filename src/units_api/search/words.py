@@ -32,10 +32,13 @@ NAME_MARK = "~"
 # query_tokens' 16), so the two orders of the contract make one score.
 WRITTEN_WEIGHT = 32
 # The signature: SIGNATURE_PARTS signed 64-bit integers, one bit set for each distinct
-# SIGNATURE_PREFIX first letters of a lexeme (a shorter lexeme whole). A unit's 30 to 40 set
-# bits of 256 let a search word pass about one unit in eight that lacks it.
-SIGNATURE_PARTS = 4
-SIGNATURE_PREFIX = 3
+# beginning of a lexeme of SIGNATURE_PREFIXES letters (a lexeme shorter than the first, whole).
+# A word of five letters or more must find three bits set. On the newest 40,000 units of
+# `bench/find.py`, a unit sets 91 bits of 512 on average; a search word let through at most a
+# few percent of the units that lack it (`resort`, which shares `res` with most units: 15 of
+# 39,907; with the first three letters alone, in 256 bits, 27,305).
+SIGNATURE_PARTS = 8
+SIGNATURE_PREFIXES = (3, 4, 5)
 SIGNATURE_COLUMNS = tuple(f"sig{part}" for part in range(SIGNATURE_PARTS))  # PostgreSQL's
 Signature = tuple[int, ...]
 
@@ -63,21 +66,28 @@ def index_text(fields: Mapping[str, object]) -> IndexedText:
     return IndexedText(list(lexemes), [*written, *marked])
 
 
-def _bit(lexeme: str) -> int:
-    """The signature bit of a lexeme, the same in every process (crc32, unlike `hash`)."""
-    return zlib.crc32(lexeme[:SIGNATURE_PREFIX].encode()) % (SIGNATURE_PARTS * 64)
-
-
-def _signed(bits: Iterable[int]) -> Signature:
-    parts = [0] * SIGNATURE_PARTS
-    for bit in bits:
-        parts[bit >> 6] |= 1 << (bit & 63)
-    return tuple(part - (1 << 64) if part >> 63 else part for part in parts)
+def _bits(lexeme: str) -> tuple[int, ...]:
+    """The signature bits of a lexeme, one for each of its beginnings, which a lexeme that
+    starts with it has too; the longest (the rarest) first. By crc32, the same in every
+    process, unlike `hash`."""
+    first, *longer = SIGNATURE_PREFIXES
+    beginnings = [*(lexeme[:n] for n in reversed(longer) if len(lexeme) >= n), lexeme[:first]]
+    return tuple(
+        dict.fromkeys(zlib.crc32(part.encode()) % (SIGNATURE_PARTS * 64) for part in beginnings)
+    )
 
 
 def signature(lexemes: Iterable[str]) -> Signature:
-    """A unit's signature, from its lexemes."""
-    return _signed({_bit(lexeme) for lexeme in lexemes})
+    """A unit's signature, from its lexemes: bit n is bit n % 64 of part n // 64."""
+    parts = [0] * SIGNATURE_PARTS
+    for bit in {bit for lexeme in lexemes for bit in _bits(lexeme)}:
+        parts[bit >> 6] |= 1 << (bit & 63)
+    return tuple(signed_part(part) for part in parts)
+
+
+def signed_part(part: int) -> int:
+    """A part of the signature (or a bit of one) as the signed 64-bit integer it is stored as."""
+    return part - (1 << 64) if part >> 63 else part
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +106,15 @@ class Term:
         return ((self.stem, False), (self.word, True))
 
     @property
-    def masks(self) -> Signature | None:
-        """The signature bits of which a unit with this word has at least one, or None when
-        the signature cannot tell (a prefix shorter than SIGNATURE_PREFIX letters)."""
-        if any(prefix and len(lexeme) < SIGNATURE_PREFIX for lexeme, prefix in self.alternatives):
+    def bits(self) -> tuple[tuple[int, ...], ...] | None:
+        """The signature bits a unit with this word has: all the bits of one of these (the
+        rarest first), or None when the signature cannot tell (a prefix shorter than
+        SIGNATURE_PREFIXES[0])."""
+        if any(
+            prefix and len(lexeme) < SIGNATURE_PREFIXES[0] for lexeme, prefix in self.alternatives
+        ):
             return None
-        return _signed(_bit(lexeme) for lexeme, _ in self.alternatives)
+        return tuple(dict.fromkeys(_bits(lexeme) for lexeme, _ in self.alternatives))
 
 
 def terms(words: Iterable[str]) -> tuple[Term, ...]:

@@ -90,6 +90,13 @@ def upgrade() -> None:
             for name in SIGNATURE_COLUMNS
         )
     )
+    # Vacuumed after a few thousand new or rewritten rows, not the default fifth of the table:
+    # until then each of them costs the walk a read of its row (13,794 new units at 1,000,000:
+    # 17.9 ms a page before, 2.2 ms after a vacuum of 0.4 s).
+    op.execute(
+        "ALTER TABLE unit_search SET (autovacuum_vacuum_insert_scale_factor = 0.005, "
+        "autovacuum_vacuum_scale_factor = 0.01)"
+    )
     with op.get_context().autocommit_block():
         _sign(conn)
         _build_index(INDEX, f"(created_at, unit_id) INCLUDE ({', '.join(SIGNATURE_COLUMNS)})")
@@ -105,5 +112,10 @@ def downgrade() -> None:
         _build_index(REPLACED, "(created_at, unit_id)")
         op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {INDEX}")
     op.execute(
-        "ALTER TABLE unit_search " + ", ".join(f"DROP COLUMN {n}" for n in SIGNATURE_COLUMNS)
+        "ALTER TABLE unit_search "
+        + ", ".join(f"DROP COLUMN IF EXISTS {n}" for n in SIGNATURE_COLUMNS)
+    )
+    op.execute(
+        "ALTER TABLE unit_search RESET (autovacuum_vacuum_insert_scale_factor, "
+        "autovacuum_vacuum_scale_factor)"
     )
