@@ -30,7 +30,7 @@ from units_api.search.index import (
     search_condition,
 )
 from units_api.search.normalize import query_tokens
-from units_api.search.upkeep import vacuum_search
+from units_api.search.upkeep import VACUUM_LOCK, vacuum_search
 from units_api.search.words import (
     SIGNATURE_COLUMNS,
     Term,
@@ -283,6 +283,13 @@ async def _vacuumed(url: str) -> tuple[bool, bool, int, int]:
     db = Database(create_engine(url, 1))
     try:
         untouched = await vacuum_search(db, after=10**9)
+        # Another process at it (holding the lock): this one leaves it.
+        other = await db.raw_connection()
+        try:
+            assert await other.fetchval("SELECT pg_try_advisory_lock($1, $2)", *VACUUM_LOCK)
+            assert not await vacuum_search(db, after=1)
+        finally:
+            await other.close()
         vacuumed = await vacuum_search(db, after=1)
         async with db.read() as conn:
             pages, visible = (
