@@ -88,7 +88,7 @@ def start_background(context: AppContext, listen: bool) -> Background:
             ),
             stop,
         ),
-        _periodic("search upkeep", VACUUM_EVERY, lambda: vacuum_search(db), stop),
+        _periodic("vacuum", VACUUM_EVERY, lambda: vacuum_search(db), stop),
         asyncio.create_task(
             worker.run_forever(
                 db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop
