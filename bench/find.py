@@ -20,6 +20,7 @@ import math
 import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -112,14 +113,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "search Arabic": {"params": {"q": "بنتهاوس بإطلالة"}},
     "search rare English": {"params": {"q": "Marina"}},  # planted in 40 units
     "search rare Arabic": {"params": {"q": "واجهة بحرية"}},  # planted in 400 units
-    "search mix": {"mix": MIX},
-    "search mix by relevance": {"mix": MIX, "params": {"sortBy": "relevance"}},
-    "Arabic without article": {"mix": WITHOUT_ARTICLE},
+    # `target`: the issue's rate (req/s where the targets were set), at which a second load
+    # measures the latencies (see load).
+    "search mix": {"mix": MIX, "target": 500},
+    "search mix by relevance": {"mix": MIX, "params": {"sortBy": "relevance"}, "target": 300},
+    "Arabic without article": {"mix": WITHOUT_ARTICLE, "target": 500},
     "aggregate asked again": {"body": BY_CITY_AND_TYPE},
-    "map box": {"params": {"p": MAP_BOX}},
-    "map near": {"params": {"p": MAP_NEAR, "sortBy": "distance", "order": "asc"}},
-    "map polygon": {"params": {"p": MAP_POLYGON}},
+    "map box": {"params": {"p": MAP_BOX}, "target": 500},
+    "map near": {"params": {"p": MAP_NEAR, "sortBy": "distance", "order": "asc"}, "target": 400},
+    "map polygon": {"params": {"p": MAP_POLYGON}, "target": 400},
 }
+WRK_THREADS = 2
 
 
 def parse_args() -> argparse.Namespace:
@@ -149,6 +153,12 @@ def parse_args() -> argparse.Namespace:
         help="compute every aggregate afresh (UNITS_API_RESULT_CACHE_BYTES=0)",
     )
     parser.add_argument("--walk-pages", type=int, default=100)
+    parser.add_argument(
+        "--no-paced",
+        dest="paced",
+        action="store_false",
+        help="skip the second load of each scenario with a target, at the target's rate",
+    )
     parser.add_argument(
         "--newer",
         type=int,
@@ -285,10 +295,19 @@ def first_request_ms(url: str, key: str, headers: tuple[str, ...], body: Any = N
     return elapsed
 
 
-def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """A scenario's first request (the slowest first one, for a mix), then its wrk runs."""
+def load(
+    base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace, scale: float | None
+) -> dict[str, Any]:
+    """A scenario's first request (the slowest first one, for a mix), then its wrk runs.
+
+    A scenario with a `target` rate is then loaded again at that rate here (divided by the
+    run's `scale`): as many requests as 32 connections can send fill both cores, and each
+    waits behind all the others, so the latencies of that first load are those of a machine
+    past its capacity; the target's p99 is that of its rate.
+    """
     headers = (f"Prefer: {scenario['prefer']}",) if "prefer" in scenario else ()
     wrk: dict[str, Any] = {"connections": args.connections, "headers": headers}
+    listed = None
     if "mix" in scenario or "one" in scenario:
         extra = scenario.get("params", {})
         paths = (
@@ -296,10 +315,7 @@ def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace
             if "one" in scenario
             else [f"/api/v2/units/?{urlencode({'q': q, **extra})}" for q in scenario["mix"]]
         )
-        listed = (
-            RESULTS / f"paths_{hashlib.sha256(chr(10).join(paths).encode()).hexdigest()[:12]}.txt"
-        )
-        listed.write_text("\n".join(paths) + "\n")
+        listed = paths_file(paths)
         first = max(first_request_ms(base + path, key, headers) for path in paths[:20])
         wrk.update(script="paths.lua", script_args=(str(listed),))
         url = base
@@ -310,13 +326,31 @@ def load(base: str, key: str, scenario: dict[str, Any], args: argparse.Namespace
         wrk.update(script="post.lua", script_args=(QUERY_PATH, str(posted)))
         url = base
     else:
-        url = f"{base}/api/v2/units/?{urlencode(scenario['params'])}"
+        path = f"/api/v2/units/?{urlencode(scenario['params'])}"
+        listed = paths_file([path])
+        url = base + path
         first = first_request_ms(url, key, headers)
     if args.warmup:
         run_wrk(url, key, duration=args.warmup, **wrk)
     runs = [run_wrk(url, key, duration=args.duration, **wrk) for _ in range(args.runs)]
     figures = {m: statistics.median(r[m] for r in runs) for m in runs[0]}
-    return {**figures, "first_ms": first, "runs": runs}
+    result = {**figures, "first_ms": first, "runs": runs}
+    if "target" in scenario and listed is not None and args.paced:
+        rate = scenario["target"] / (scale or 1.0)
+        wrk.update(script="paths.lua", script_args=(str(listed), f"{rate / WRK_THREADS:.2f}"))
+        paced = [run_wrk(base, key, duration=args.duration, **wrk) for _ in range(args.runs)]
+        result["paced"] = {
+            "rate": rate,
+            **{m: statistics.median(r[m] for r in paced) for m in paced[0]},
+            "runs": paced,
+        }
+    return result
+
+
+def paths_file(paths: list[str]) -> Path:
+    listed = RESULTS / f"paths_{hashlib.sha256(chr(10).join(paths).encode()).hexdigest()[:12]}.txt"
+    listed.write_text("\n".join(paths) + "\n")
+    return listed
 
 
 def timed(client: httpx.Client, requests: list[tuple[str, str, Any]]) -> list[float]:
@@ -382,8 +416,11 @@ def main() -> None:
         if args.newer:
             report["newer"] = asyncio.run(add_newer(base, key, args.newer))
         report["rss_start_mb"] = peak_rss_mb(server.pid)
+        scale = None
         for name in args.scenario or SCENARIOS:
-            report["scenarios"][name] = load(base, key, SCENARIOS[name], args)
+            report["scenarios"][name] = load(base, key, SCENARIOS[name], args, scale)
+            if name == "GET one unit":
+                scale = scale_of(name, report["scenarios"][name]["rps"])
         with httpx.Client(
             base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60
         ) as client:
@@ -445,6 +482,18 @@ def print_report(report: dict[str, Any]) -> None:
             print(
                 f"  {name:<20}{figures['rps'] * scale:>10,.0f}/s"
                 f"{figures['p99_ms'] / scale:>10.2f} ms p99"
+            )
+    paced = {name: f["paced"] for name, f in report["scenarios"].items() if "paced" in f}
+    if paced:
+        print("at each target's rate here (the target divided by that scale), wrk paced:")
+        print(
+            f"  {'scenario':<24}{'asked/s':>9}{'got/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'scaled':>9}"
+        )
+        for name, figures in paced.items():
+            print(
+                f"  {name:<24}{figures['rate']:>9,.0f}{figures['rps']:>9,.0f}"
+                f"{figures['p50_ms']:>9.2f}{figures['p99_ms']:>9.2f}"
+                f"{figures['p99_ms'] / (scale if one else 1.0):>9.2f}"
             )
     walk = report["cursor walk"]
     print(
