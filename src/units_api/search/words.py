@@ -41,6 +41,7 @@ SIGNATURE_PARTS = 8
 SIGNATURE_PREFIXES = (3, 4, 5)
 SIGNATURE_COLUMNS = tuple(f"sig{part}" for part in range(SIGNATURE_PARTS))  # PostgreSQL's
 Signature = tuple[int, ...]
+_PART = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +78,21 @@ def _bits(lexeme: str) -> tuple[int, ...]:
     )
 
 
+@lru_cache(maxsize=1 << 16)
+def _mask(lexeme: str) -> int:
+    """A lexeme's bits, as one integer (remembered: units share most of their words)."""
+    mask = 0
+    for bit in _bits(lexeme):
+        mask |= 1 << bit
+    return mask
+
+
 def signature(lexemes: Iterable[str]) -> Signature:
     """A unit's signature, from its lexemes: bit n is bit n % 64 of part n // 64."""
-    parts = [0] * SIGNATURE_PARTS
-    for bit in {bit for lexeme in lexemes for bit in _bits(lexeme)}:
-        parts[bit >> 6] |= 1 << (bit & 63)
-    return tuple(signed_part(part) for part in parts)
+    bits = 0
+    for lexeme in lexemes:
+        bits |= _mask(lexeme)
+    return tuple(signed_part(bits >> (64 * part) & _PART) for part in range(SIGNATURE_PARTS))
 
 
 def signed_part(part: int) -> int:
