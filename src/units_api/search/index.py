@@ -223,9 +223,10 @@ def _signature_tests(words: Words, walked: NamedFromClause) -> list[ColumnElemen
     """
     tests = []
     for term in terms(words):
-        if term.bits is None:
+        alternatives = term.bits
+        if alternatives is None:
             continue
-        options = [and_(*(_has_bit(walked, bit) for bit in bits)) for bits in term.bits]
+        options = [and_(*(_has_bit(walked, bit) for bit in bits)) for bits in alternatives]
         tests.append(options[0] if len(options) == 1 else or_(*options))
     return tests
 
