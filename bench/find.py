@@ -337,7 +337,11 @@ def load(
     result = {**figures, "first_ms": first, "runs": runs}
     if "target" in scenario and listed is not None and args.paced:
         rate = scenario["target"] / (scale or 1.0)
-        wrk.update(script="paths.lua", script_args=(str(listed), f"{rate / WRK_THREADS:.2f}"))
+        wrk.update(
+            threads=WRK_THREADS,  # paths.lua's rate is per thread
+            script="paths.lua",
+            script_args=(str(listed), f"{rate / WRK_THREADS:.2f}"),
+        )
         paced = [run_wrk(base, key, duration=args.duration, **wrk) for _ in range(args.runs)]
         result["paced"] = {
             "rate": rate,
@@ -471,8 +475,8 @@ def print_report(report: dict[str, Any]) -> None:
             f"{figures['p99_ms']:>10.2f}{figures['non_2xx']:>10,.0f}{figures['first_ms']:>10.1f}"
         )
     one = report["scenarios"].get("GET one unit")
+    scale = scale_of("GET one unit", one["rps"]) if one else 1.0
     if one:
-        scale = scale_of("GET one unit", one["rps"])
         print(
             f"this machine: GET one unit {one['rps']:,.0f}/s against "
             f"{REFERENCE['GET one unit']:,.0f} where the targets were set; at that scale "
@@ -493,7 +497,7 @@ def print_report(report: dict[str, Any]) -> None:
             print(
                 f"  {name:<24}{figures['rate']:>9,.0f}{figures['rps']:>9,.0f}"
                 f"{figures['p50_ms']:>9.2f}{figures['p99_ms']:>9.2f}"
-                f"{figures['p99_ms'] / (scale if one else 1.0):>9.2f}"
+                f"{figures['p99_ms'] / scale:>9.2f}"
             )
     walk = report["cursor walk"]
     print(
