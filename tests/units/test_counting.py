@@ -7,6 +7,7 @@ import random
 import uuid
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import pytest
 from sqlalchemy import and_, func, select, update
@@ -151,7 +152,7 @@ async def test_sizes_stop_at_a_cap_and_hold_until_a_newer_version_is_seen(api: A
     word = f"zq{uuid.uuid4().hex[:8]}"
     for i in range(3):
         await api.create_unit(name=f"{word} {i}")
-    cache, db = CountCache(), api.context.db
+    cache, db = CountCache(plan_seconds=0), api.context.db
     alone, other = (None, None, (word,)), ("other", word)
 
     async def size(key: tuple[object, ...], cap: int) -> int:
@@ -169,6 +170,39 @@ async def test_sizes_stop_at_a_cap_and_hold_until_a_newer_version_is_seen(api: A
         cache.saw(int((await conn.execute(select(CHANGE_VERSION))).scalar_one()))
     assert cache.remembered(other) is None
     assert await size(other, 10) == 4
+
+
+async def test_a_size_serves_plans_for_a_while_whatever_changed(api: Api) -> None:
+    word = f"zq{uuid.uuid4().hex[:8]}"
+    for i in range(3):
+        await api.create_unit(name=f"{word} {i}")
+    now = [100.0]
+    cache, db = CountCache(plan_seconds=1.0, clock=lambda: now[0]), api.context.db
+    key = (None, None, (word,))
+    runs = 0
+
+    def capped() -> Any:
+        nonlocal runs
+        runs += 1
+        return count_matches((word,), db.dialect, 10)
+
+    async def size() -> int:
+        async with db.read() as conn:
+            return await cache.size(conn, key, capped, 10)
+
+    async def see_the_version() -> None:
+        async with db.read() as conn:
+            cache.saw(int((await conn.execute(select(CHANGE_VERSION))).scalar_one()))
+
+    assert await size() == 3 and runs == 1
+    await api.create_unit(name=f"{word} more")
+    await see_the_version()
+    now[0] += 0.9
+    assert await size() == 3 and runs == 1  # the plan's size, not recounted
+    assert cache.remembered(key) is None  # never given as a total at the newer version
+    now[0] += 0.2
+    assert await size() == 4 and runs == 2  # past plan_seconds: counted again
+    assert cache.remembered(key) == 4
 
 
 CITIES = ("Giza", "Cairo", "Aswan")
