@@ -22,8 +22,10 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import random
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,6 +63,8 @@ PRIMARY, REPLICA = "primary", "replica-1"
 # What the server logs when it leaves a replica for the primary (replicas.py).
 LEFT = ("read replica unreachable, reads go to the primary", "read replica skipped")
 SAMPLE_SECONDS = 0.1
+# Seconds a paced list connection may wait between requests: under uvicorn's keep-alive (5 s).
+KEEP_ALIVE_SECONDS = 4
 # The target: lists from the replica while the primary takes this many creates/s, on the
 # machine the targets were set on; CALIBRATE_SECONDS of creates alone say what that is here.
 TARGET_RATE = 1_000
@@ -100,6 +104,13 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--create-connections", type=int, default=32)
     parser.add_argument("--list-connections", type=int, default=8)
+    parser.add_argument(
+        "--list-rate",
+        type=float,
+        default=None,
+        help="lists/s, paced as the creates are (a website's browsing at a steady rate); by "
+        "default as fast as their connections allow",
+    )
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
     parser.add_argument(
         "--max-lag",
@@ -112,7 +123,8 @@ def parse_args() -> argparse.Namespace:
 
 @dataclass(frozen=True)
 class Load:
-    """The two wrk runs of a phase: creates at a fixed rate, and lists as fast as they go."""
+    """The two wrk runs of a phase: creates at a fixed rate, and lists as fast as they go
+    (or at `--list-rate`)."""
 
     base: str
     key: str
@@ -132,15 +144,28 @@ class Load:
             script_args=("/api/v2/units/", str(self.unit_file), str(rate or self.args.rate)),
         )
 
+    @property
+    def list_connections(self) -> int:
+        """At a list rate, no more connections than keep each one sending at least every
+        KEEP_ALIVE_SECONDS: the server closes a connection left idle longer (wrk would count
+        the close as an error)."""
+        rate = self.args.list_rate
+        if rate is None:
+            return self.args.list_connections
+        return max(1, min(self.args.list_connections, int(rate * KEEP_ALIVE_SECONDS)))
+
     def lists(self, seconds: int) -> list[str]:
         return wrk_command(
             self.base,
             self.key,
-            connections=self.args.list_connections,
+            connections=self.list_connections,
             duration=seconds,
             threads=1,
             script="paths.lua",
-            script_args=(str(self.paths_file),),
+            script_args=(
+                str(self.paths_file),
+                *(() if self.args.list_rate is None else (str(self.args.list_rate),)),
+            ),
         )
 
 
@@ -218,7 +243,8 @@ def measure(args: argparse.Namespace, pair: Pair, key: str) -> dict[str, Any]:
         "rate_asked": args.rate,
         "creates_alone": alone,
         "create_connections": args.create_connections,
-        "list_connections": args.list_connections,
+        "list_connections": load.list_connections,
+        "list_rate_asked": args.list_rate,
         "workers": args.workers,
         "max_lag_s": args.max_lag,
         "check_s": CHECK_SECONDS,
@@ -265,6 +291,8 @@ async def run_phase(
     ]
     phase = Phase()
     started, cpu = time.monotonic(), cpu_seconds(server)
+    clusters = {name: cluster_cpu(pair, name) for name in CLUSTERS} if stop_at is None else {}
+    children = children_cpu()
     lag_conn = await asyncpg.connect(pair.standby_url) if stop_at is None else None
     stopping: asyncio.Task[None] | None = None
     async with httpx.AsyncClient(base_url=load.base, timeout=10) as client:
@@ -282,9 +310,39 @@ async def run_phase(
         await lag_conn.close()
     if stopping is not None:
         await stopping
-    cores = (cpu_seconds(server) - cpu) / elapsed(started)
+    took = elapsed(started)
+    cores = (cpu_seconds(server) - cpu) / took
+    used = {name: (cluster_cpu(pair, name) - cpu) / took for name, cpu in clusters.items()}
     creates, lists = [await finished(wrk) for wrk in wrks]
-    return {"creates": creates, "lists": lists, "server_cores": cores, **summarise(phase)}
+    if used:  # the wrk processes have been waited for: their CPU is the children's now
+        used["wrk"] = (children_cpu() - children) / took
+    return {
+        "creates": creates,
+        "lists": lists,
+        "server_cores": cores,
+        **({"cores": {"server": cores, **used}} if used else {}),
+        **summarise(phase),
+    }
+
+
+CLUSTERS = ("primary", "standby")
+
+
+def cluster_cpu(pair: Pair, name: str) -> float:
+    """CPU seconds used so far by one of the pair's PostgreSQL servers (the postmaster and its
+    backends, WAL sender and receiver, startup process replaying)."""
+    directory = pair.primary_dir if name == "primary" else pair.standby_dir
+    try:
+        postmaster = int((directory / "postmaster.pid").read_text().split()[0])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return cpu_seconds(postmaster)
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's children that have ended and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def elapsed(started: float) -> float:
@@ -383,6 +441,7 @@ def print_report(report: dict[str, Any]) -> None:
         f"({report['rate_asked']:,}/s asked): {report['units']:,} units seeded; "
         f"{report['workers']} server process(es); creates on {report['create_connections']} "
         f"connections, lists on {report['list_connections']}"
+        + ("" if report["list_rate_asked"] is None else f" at {report['list_rate_asked']:g}/s")
     )
     if report["seed_units_per_s"]:
         print(f"seeding: {report['seed_units_per_s']:,.0f} units/s")
@@ -417,6 +476,13 @@ def print_report(report: dict[str, Any]) -> None:
         "errors: non-2xx answers and socket errors; on replica: its share of the list reads; "
         "server: the cores its process(es) kept busy"
     )
+    cores = report["up"].get("cores")
+    if cores:
+        print(
+            "cores kept busy with the standby up: "
+            + ", ".join(f"{name} {value:.2f}" for name, value in cores.items())
+            + f" (in all {sum(cores.values()):.2f} of {os.cpu_count()})"
+        )
     lag = report["up"].get("replay_lag_s")
     if lag:
         print(f"standby's replay lag while up: median {lag['median']:.3f}, max {lag['max']:.3f} s")
