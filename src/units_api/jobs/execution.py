@@ -24,6 +24,10 @@ from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
 
+import orjson
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from units_api import metrics, tracing
 from units_api.clock import utcnow
 from units_api.config import Settings
@@ -63,6 +67,22 @@ async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> Non
         assert row is not None
         actor = claim.params.get("actor") or {"type": "system", "id": None, "name": "jobs"}
         await record_job_event(conn, f"{claim.kind}.{status}", dumps(render(row)), actor)
+
+
+async def job_lost(conn: AsyncConnection, row: RowMapping) -> None:
+    """A job failed for being taken over too often (its processes kept dying): its event
+    written in the same transaction, logged and counted as any failed job."""
+    kind = str(row["kind"])
+    params = orjson.loads(row["params"]) if row["params"] else {}
+    actor = params.get("actor") or {"type": "system", "id": None, "name": "jobs"}
+    await record_job_event(conn, f"{kind}.{FAILED}", dumps(render(row)), actor)
+    log.warning(
+        "job failed",
+        extra={"jobId": str(row["id"]), "kind": kind, "error": row["error"]},
+    )
+    started = row["started_at"]
+    seconds = (row["finished_at"] - started).total_seconds() if started else 0.0
+    metrics.observe_job(kind, FAILED, max(0.0, seconds))
 
 
 async def run_claimed(context: JobContext) -> None:
@@ -193,7 +213,9 @@ class JobRunner:
             self.wake.clear()
             ended.clear()
             while len(running) < self.settings.job_processes:
-                claim = await queue.claim(self.db, self.owner, self.lease, kinds.names())
+                claim = await queue.claim(
+                    self.db, self.owner, self.lease, kinds.names(), lost=job_lost
+                )
                 if claim is None:
                     break
                 task = asyncio.create_task(self._supervise(claim, stop))

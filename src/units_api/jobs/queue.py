@@ -10,6 +10,7 @@ fenced on (owner, attempt): a worker that lost its lease changes nothing, and le
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +35,11 @@ QUEUED, RUNNING, SUCCEEDED, FAILED, EXPIRED = (
 )
 MAX_ATTEMPTS = 3
 WORKER_LOST = "The job's worker stopped before it finished, too many times."
+
+
+# Told of a job failed for being taken over too often, its row as failed, in the claim's
+# transaction: its event is written there (jobs.execution.job_lost).
+Lost = Callable[[AsyncConnection, RowMapping], Awaitable[None]]
 
 
 class LeaseLost(Exception):
@@ -86,9 +92,14 @@ def _claimable(now: datetime) -> Any:
 
 
 async def claim(
-    db: Database, owner: str, lease: timedelta, kinds: tuple[str, ...] | None = None
+    db: Database,
+    owner: str,
+    lease: timedelta,
+    kinds: tuple[str, ...] | None = None,
+    lost: Lost | None = None,
 ) -> Claim | None:
-    """The next job for `owner`, leased for `lease`; None when there is none."""
+    """The next job for `owner`, leased for `lease`; None when there is none. A job taken
+    over `max_attempts` times is failed on the way, and `lost` told of it."""
     while True:
         async with db.transaction() as conn:
             now = utcnow()
@@ -100,6 +111,9 @@ async def claim(
                 return None
             if row["attempts"] >= row["max_attempts"]:
                 await _fail_lost(conn, row, now)
+                failed = await get(conn, row["id"])
+                if lost is not None and failed is not None:
+                    await lost(conn, failed)
                 continue
             attempt = row["attempts"] + 1
             await conn.execute(
