@@ -10,7 +10,7 @@ import io
 import json
 import random
 import uuid
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from sqlalchemy import update
 from tests.conftest import Api, start_api
 from units_api.clock import format_time, utcnow
 from units_api.config import Settings
+from units_api.db import Database, create_engine
 from units_api.exports.formats import (
     DOCUMENT_ORDER,
     STATUS_COLUMNS,
@@ -31,8 +32,12 @@ from units_api.exports.formats import (
 )
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
+from units_api.jobs import queue
+from units_api.jobs.execution import run_claimed
 from units_api.jobs.housekeeping import expire_files
+from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
+from units_api.jobs.work import JobContext
 from units_api.sample_data import fake_unit
 
 EXPORTS = "/api/v2/units/exports"
@@ -355,3 +360,36 @@ async def test_a_finished_export_is_an_event_in_the_feed(api: Api) -> None:
     (event,) = [e for e in found if e["data"]["id"] == job["id"]]
     assert event["unitId"] is None and event["data"]["status"] == "succeeded"
     assert event["actor"]["type"] == "apiKey"
+
+
+async def test_an_export_reads_the_primary_when_a_replica_was_promoted(
+    postgres_url: str, files_dir: str
+) -> None:
+    """A replica URL that now names a primary (promoted since the server started): the
+    export is written from the primary, with a warning, not failed."""
+    settings = Settings(
+        database_url=postgres_url, access_log=False, files_dir=files_dir, run_jobs=False
+    )
+    async for api in start_api(settings):
+        project, _ = await make_units(api, 2)
+        asked = await api.request(
+            "POST", EXPORTS, json={"format": "jsonl", "filter": f"subProjectId=={project}"}
+        )
+        assert asked.status_code == 202, asked.text
+        job_id = uuid.UUID(asked.json()["id"])
+        db = api.context.db
+        async with db.transaction() as conn:
+            old = datetime(2000, 1, 1, tzinfo=UTC)  # first in line, ahead of other tests' jobs
+            await conn.execute(update(jobs).where(jobs.c.id == job_id).values(created_at=old))
+        claim = await queue.claim(db, "test", timedelta(seconds=60), ("export",))
+        assert claim is not None and claim.id == job_id
+        promoted = settings.model_copy(update={"database_replica_urls": postgres_url})
+        job_db = Database(create_engine(postgres_url, pool_size=2))
+        storage = open_storage(settings.storage_url, settings.files_dir, settings.machine_name)
+        try:
+            await run_claimed(JobContext(job_db, promoted, storage, claim, timedelta(seconds=60)))
+        finally:
+            await job_db.dispose()
+        assert job_db.replicas is None  # nothing read on the promoted server as a replica
+        job = (await api.request("GET", f"{EXPORTS}/{job_id}")).json()
+        assert (job["status"], job["rowCount"]) == ("succeeded", 2), job

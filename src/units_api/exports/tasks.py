@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -9,10 +10,13 @@ from typing import Any
 import orjson
 
 from units_api.clock import utcnow
+from units_api.config import SettingError
 from units_api.exports.formats import ExportError, file_extension
 from units_api.exports.service import KIND, ExportParams, file_key, write_export
 from units_api.jobs.kinds import JobKind
 from units_api.jobs.work import JobContext, JobFailed
+
+log = logging.getLogger(__name__)
 
 
 async def run_export_job(context: JobContext) -> dict[str, Any]:
@@ -23,9 +27,17 @@ async def run_export_job(context: JobContext) -> dict[str, Any]:
     # Read on a replica when one is up and caught up now (a job's process lives for one job:
     # checked once, not watched).
     settings = context.settings
-    await context.db.open_replicas(
-        settings.replica_urls, settings.replica_max_lag_seconds, pool_size=1, watch=False
-    )
+    try:
+        await context.db.open_replicas(
+            settings.replica_urls, settings.replica_max_lag_seconds, pool_size=1, watch=False
+        )
+    except SettingError as exc:
+        # A replica promoted since the server started (or changed under it): the server's
+        # own check skips it, and so does the export, on the primary.
+        log.warning(
+            "read replicas not usable; the export reads the primary",
+            extra={"jobId": str(claim.id), "error": str(exc)},
+        )
     try:
         rows, size = await write_export(context.db, params, path, context.progress)
         context.check_parent()
