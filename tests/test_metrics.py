@@ -19,10 +19,13 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 import orjson
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
 from tests.test_cli import free_port
+from units_api import metrics
+from units_api.db import Database, create_engine
 from units_api.migrate import upgrade
 
 UNIT = "/api/v2/units/{id}"
@@ -307,3 +310,35 @@ def test_a_worker_logs_json_and_serves_its_own_metrics(tmp_path: Path) -> None:
     (attempt,) = [line for line in lines if line["message"] == "webhook delivery attempt failed"]
     assert attempt["webhookId"] == hook["id"] and attempt["attempt"] == 1
     assert hook["secret"] not in worker_log.read_text()
+
+
+async def test_gauges_that_hang_leave_the_others_and_the_scrape_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The database's gauges are read together under one deadline: two that never answer
+    are left out when it passes, and the one that answers is in the scrape."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    started: list[str] = []
+
+    def hanging(name: str) -> metrics.GaugeRead:
+        async def read(conn: Any, now: Any) -> list[metrics.Family]:
+            started.append(name)
+            await asyncio.Event().wait()
+            raise AssertionError("never reached")
+
+        return read
+
+    async def answering(conn: Any, now: Any) -> list[metrics.Family]:
+        return [GaugeMetricFamily("units_api_test_answered", "An answer.", value=1)]
+
+    gauges = {"first": hanging("first"), "second": hanging("second"), "third": answering}
+    monkeypatch.setattr(metrics, "DATABASE_GAUGES", gauges)
+    monkeypatch.setattr(metrics, "GAUGE_TIMEOUT", 0.5)
+    db = Database(create_engine(f"sqlite:///{tmp_path / 'gauges.db'}"))
+    try:
+        families = await metrics._database_families(db)
+    finally:
+        await db.dispose()
+    assert [family.name for family in families] == ["units_api_test_answered"]
+    assert sorted(started) == ["first", "second"]  # both waited on at once, not in turn

@@ -49,7 +49,8 @@ UNMATCHED = "unmatched"
 # Any other method (anyone can send one) is counted as OTHER_METHOD.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER_METHOD = "other"
-# How long a scrape waits for one of its database reads before leaving its series out.
+# How long a scrape waits for its database reads, all together, before leaving out the series
+# of those not read by then.
 GAUGE_TIMEOUT = 5.0
 # How often a process samples its connection pools.
 POOL_SAMPLE_SECONDS = 1.0
@@ -129,7 +130,8 @@ class _Series:
         )
         self.refusals = Counter(
             "units_api_rate_limited",
-            "Requests refused for a key's rate limit (429).",
+            "Requests refused (429) for a key's rate limit, or for the console's sign-in rate "
+            "of an address.",
             registry=self.registry,
         )
         self.attempts = Histogram(
@@ -192,7 +194,8 @@ def count_read(database: str) -> None:
 
 
 def count_refusal() -> None:
-    """Count a request refused for its key's rate limit."""
+    """Count a request refused (429) for a rate limit: a key's, or the console's sign-in
+    rate of an address."""
     if _series is not None:
         _series.refusals.inc()
 
@@ -338,18 +341,24 @@ DATABASE_GAUGES: dict[str, GaugeRead] = {
 
 
 async def _database_families(db: Database) -> list[Family]:
-    families: list[Family] = []
     now = datetime.now(UTC)
-    for name, read in DATABASE_GAUGES.items():
+    # Read together, under one deadline: a scrape answers within GAUGE_TIMEOUT however many
+    # of them hang, and one that hangs leaves the others their time.
+    deadline = asyncio.get_running_loop().time() + GAUGE_TIMEOUT
+
+    async def gauge(name: str, read: GaugeRead) -> list[Family]:
         try:
-            async with asyncio.timeout(GAUGE_TIMEOUT), db.read() as conn:
-                families += await read(conn, now)
+            async with asyncio.timeout_at(deadline), db.read() as conn:
+                return await read(conn, now)
         except Exception as exc:
             log.warning(
                 "a metric could not be read from the database; left out of this scrape",
                 extra={"metric": name, "error": f"{type(exc).__name__}: {exc}"[:500]},
             )
-    return families
+            return []
+
+    read = await asyncio.gather(*(gauge(name, each) for name, each in DATABASE_GAUGES.items()))
+    return [family for families in read for family in families]
 
 
 class _Fixed:
