@@ -4,7 +4,8 @@ A page of a search that many units match is found fastest by walking units in th
 order and checking each: for a word in 10% of units, a page of 20 reads about 200. For a rare
 word that walk reads every unit (half a second on a million); reading the few matches through
 the index and sorting them is then cheap. Which it is comes from how many units have each
-word, counted up to a cap (see units.counting) and remembered while units do not change.
+word, counted up to a cap (see units.counting) and remembered while units do not change (for
+a second while they do).
 """
 
 from __future__ import annotations
