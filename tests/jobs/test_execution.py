@@ -12,8 +12,8 @@ from sqlalchemy import select, update
 from tests.conftest import start_api
 from units_api.config import Settings
 from units_api.errors import MAX_ERROR_TEXT
-from units_api.jobs import queue
 from units_api.events.tables import events
+from units_api.jobs import queue
 from units_api.jobs.execution import UNEXPECTED, job_lost, run_claimed
 from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
@@ -126,9 +126,7 @@ async def test_a_job_whose_processes_keep_dying_fails_with_its_event(settings: S
 
         async with db.read() as conn:
             row = await queue.get(conn, job_id)
-            found = (
-                await conn.execute(select(events.c.type, events.c.actor, events.c.data))
-            ).all()
+            found = (await conn.execute(select(events.c.type, events.c.actor, events.c.data))).all()
         assert row is not None
         assert (row["status"], row["error"]) == ("failed", queue.WORKER_LOST)
         (event,) = [e for e in found if orjson.loads(e.data).get("id") == str(job_id)]
