@@ -21,12 +21,15 @@ from tests.conftest import PG_URL, _admin_sql, fresh_postgres, need_service, ser
 from tests.test_cli import free_port
 from units_api.config import (
     PREFIX,
+    PUBLISH_FIELDS,
     SettingError,
     Settings,
     check_names,
     load_settings,
     setting_names,
 )
+from units_api.metrics import MULTIPROCESS_DIR
+from units_api.units.schemas import UnitFields
 
 CLI = [sys.executable, "-m", "units_api"]
 
@@ -304,3 +307,53 @@ def test_a_port_in_use_stops_serve_before_it_migrates(tmp_path: Path) -> None:
     assert_refused(by_option, f"--port: {line}")
     assert_refused(by_setting, f"UNITS_API_PORT: {line}")
     assert not (tmp_path / "start.db").exists()
+
+
+def test_a_port_in_use_stops_a_worker_s_metrics_before_it_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run(clean_env(tmp_path), "worker", "--metrics-port", str(port))
+    assert_refused(
+        result, f"--metrics-port: cannot listen on 127.0.0.1:{port}: address already in use"
+    )
+
+
+@pytest.mark.parametrize("command", ["serve", "worker"])
+def test_a_metrics_directory_that_cannot_be_written_is_named(tmp_path: Path, command: str) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    under_a_file = tmp_path / "a-file" / "metrics"
+    result = run(clean_env(tmp_path, **{MULTIPROCESS_DIR: str(under_a_file)}), command)
+    assert_refused(result, f"{MULTIPROCESS_DIR}: cannot write in {under_a_file}: not a directory")
+    assert not (tmp_path / "start.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("required", "line"),
+    [
+        ("nme,foo", "'nme' is not image or a writable field of a unit; did you mean name?"),
+        (
+            "name, type ,unitimageurl",
+            "'unitimageurl' is not image or a writable field of a unit; did you mean unitImageUrl?",
+        ),
+        (
+            "name,foo",
+            "'foo' is not image or a writable field of a unit; the README lists the names",
+        ),
+    ],
+)
+def test_publish_requires_names_only_fields_of_a_unit(
+    tmp_path: Path, required: str, line: str
+) -> None:
+    result = run(clean_env(tmp_path, UNITS_API_PUBLISH_REQUIRES=required), "serve")
+    assert_refused(result, f"UNITS_API_PUBLISH_REQUIRES: {line} (got {required!r})")
+    assert not (tmp_path / "start.db").exists()
+
+
+def test_publish_requires_takes_every_field_a_unit_is_written_with_or_nothing() -> None:
+    written = tuple(info.alias or name for name, info in UnitFields.model_fields.items())
+    assert (*written, "image") == PUBLISH_FIELDS
+    every = Settings(publish_requires=" , ".join(PUBLISH_FIELDS))
+    assert every.readiness == PUBLISH_FIELDS
+    assert Settings(publish_requires="").readiness == ()

@@ -199,6 +199,8 @@ def worker(
     from units_api.ops import serve_operations
 
     settings = _settings(services=True)
+    if metrics_port:
+        check_listening(settings.host, metrics_port, "UNITS_API_HOST", "--metrics-port")
     configure_logging(settings.log_level)
     tracing.configure_from_environment()
 

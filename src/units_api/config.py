@@ -7,7 +7,7 @@ import difflib
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 
 from pydantic import (
@@ -38,6 +38,37 @@ DATABASE_DRIVERS = (
     "postgresql+psycopg2",
 )
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# What UNITS_API_PUBLISH_REQUIRES may name: the unit's fields as the API writes them
+# (`units.schemas.UnitFields`, held equal by tests/test_startup.py; importing it here would
+# load the domain with the settings), and `image`, which `unitImageUrl` or a `gallery` item meets.
+PUBLISH_FIELDS = (
+    "name",
+    "type",
+    "location",
+    "price",
+    "surface",
+    "guaranty",
+    "city",
+    "subProjectId",
+    "priceBase",
+    "unitImageUrl",
+    "unitNameAr",
+    "unitLocation",
+    "expense",
+    "startingPrice",
+    "maxPrice",
+    "unitDesc",
+    "unitDescAr",
+    "unitShortDesc",
+    "unitShortDescAr",
+    "gallery",
+    "specs",
+    "options",
+    "paymentPlans",
+    "floorsPlan",
+    "readings",
+    "image",
+)
 
 
 class Settings(BaseSettings):
@@ -134,6 +165,16 @@ class Settings(BaseSettings):
     def _storage_url(cls, value: str | None) -> str | None:
         if value and not re.match(r"^s3a?://[^/]+", value):
             raise ValueError("must be an s3://bucket or s3://bucket/prefix URL")
+        return value
+
+    @field_validator("publish_requires")
+    @classmethod
+    def _publish_fields(cls, value: str) -> str:
+        for name in (name.strip() for name in value.split(",")):
+            if name and name not in PUBLISH_FIELDS:
+                close = closest(name, PUBLISH_FIELDS)
+                hint = f"did you mean {close}?" if close else "the README lists the names"
+                raise ValueError(f"{name!r} is not image or a writable field of a unit; {hint}")
         return value
 
     @field_validator("log_level")
@@ -245,9 +286,15 @@ def check_names(environ: Mapping[str, str]) -> None:
         if not upper.startswith(PREFIX) or upper.startswith(FOREIGN_PREFIXES) or upper in known:
             continue
         suffixes = {known_name.removeprefix(PREFIX): known_name for known_name in known}
-        close = difflib.get_close_matches(upper.removeprefix(PREFIX), suffixes, n=1)
-        hint = f"did you mean {suffixes[close[0]]}?" if close else "the README lists them"
+        close = closest(upper.removeprefix(PREFIX), suffixes)
+        hint = f"did you mean {suffixes[close]}?" if close else "the README lists them"
         raise SettingError(name, f"{name} is not a setting; {hint}")
+
+
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known name `word` is most likely a slip for, if any is close."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return close[0] if close else None
 
 
 def load_settings() -> Settings:

@@ -1,11 +1,13 @@
-"""Checks a command makes before it starts: the database, Redis and the files directory of
-its settings answer. Each failure is a `SettingError`, one line that names the setting."""
+"""Checks a command makes before it starts: the database, Redis, the files directory and the
+metrics directory of its settings answer. Each failure is a `SettingError`, one line that names
+the setting."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
 import getpass
+import os
 import socket
 import sqlite3
 import tempfile
@@ -15,6 +17,7 @@ import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
 from units_api.config import SettingError, Settings, database_url
+from units_api.metrics import MULTIPROCESS_DIR
 
 # How long a check waits for a server before calling it out of reach.
 CONNECT_TIMEOUT = 5.0
@@ -35,15 +38,14 @@ def check_database(settings: Settings) -> None:
 
 
 def check_services(settings: Settings) -> None:
-    """What a server or worker needs besides the database: Redis answers, files can be
-    written, the object store's client is installed."""
+    """What a server or worker needs besides the database: Redis answers, files and (when
+    `PROMETHEUS_MULTIPROC_DIR` is set) metrics can be written, the object store's client is
+    installed."""
     if settings.redis_url:
         asyncio.run(_ping_redis(settings.redis_url))
-    try:
-        _writable(Path(settings.files_dir))
-    except OSError as exc:
-        message = f"{FILES}: cannot write in {settings.files_dir}: {_reason(exc)}"
-        raise SettingError(FILES, message) from exc
+    _check_folder(FILES, settings.files_dir)
+    if metrics_dir := os.environ.get(MULTIPROCESS_DIR):
+        _check_folder(MULTIPROCESS_DIR, metrics_dir)
     if settings.storage_url:
         try:
             import obstore  # noqa: F401
@@ -64,6 +66,13 @@ def check_listening(host: str, port: int, host_name: str, port_name: str) -> Non
         name = port_name if exc.errno == errno.EADDRINUSE else host_name
         message = f"{name}: cannot listen on {host}:{port}: {_reason(exc)}"
         raise SettingError(name, message) from exc
+
+
+def _check_folder(name: str, folder: str) -> None:
+    try:
+        _writable(Path(folder))
+    except OSError as exc:
+        raise SettingError(name, f"{name}: cannot write in {folder}: {_reason(exc)}") from exc
 
 
 def _open_sqlite(url: URL) -> None:
