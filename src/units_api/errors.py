@@ -178,17 +178,26 @@ class FileOnAnotherMachine(ServiceUnavailable):
     code, title = "file-on-another-machine", "The file is kept on another machine"
 
     def __init__(self, what: str, machine: str, this_machine: str) -> None:
-        where = (
-            f"in another files directory of machine '{machine}'"
-            if machine == this_machine
-            else f"on machine '{machine}', and this is '{this_machine}'"
-        )
         super().__init__(
-            f"{what} is kept {where}: a machine serves only the files on its own disk. "
-            "Machines that share a database need a file store they share too: set "
-            "UNITS_API_STORAGE_URL (s3://bucket/prefix) on every one.",
+            kept_elsewhere(what, machine, this_machine),
             extra={"machine": machine, "thisMachine": this_machine},
         )
+
+
+def kept_elsewhere(what: str, machine: str, this_machine: str) -> str:
+    """Why `what`, kept on the disk of `machine`, is not found on `this_machine`: the text of
+    `FileOnAnotherMachine`, and of an import job run by another machine than the one that
+    received its upload."""
+    where = (
+        f"in another files directory of machine '{machine}'"
+        if machine == this_machine
+        else f"on machine '{machine}', and this is '{this_machine}'"
+    )
+    return (
+        f"{what} is kept {where}: a machine reaches only the files on its own disk. "
+        "Machines that share a database need a file store they share too: set "
+        "UNITS_API_STORAGE_URL (s3://bucket/prefix) on every one."
+    )
 
 
 # Texts about errors (a job's `error`, a row error's `message`, a delivery's `lastError`, and

@@ -155,7 +155,9 @@ async def create_import(request: Request) -> Response:
     if fmt == "xlsx" and head != XLSX_MAGIC:
         await anyio.Path(scratch).unlink(missing_ok=True)
         raise ValidationFailed([("file", "is not an xlsx workbook")])
-    params = ImportParams(fmt, mode, dry_run, atomic, key, principal.policy, principal.actor)
+    params = ImportParams(
+        fmt, mode, dry_run, atomic, key, principal.policy, principal.actor, context.storage.place()
+    )
     await context.storage.put(key, scratch)
 
     async def operation(conn: Any) -> Response:

@@ -62,6 +62,10 @@ class ImportParams:
     file: str  # the uploaded file's storage key
     policy: str | None  # the requesting key's, as it was when the import was asked for
     actor: dict[str, Any]
+    # Where the upload was put (jobs.storage: Storage.place): a job run by another machine
+    # with local files can name the one holding it. Empty from the command line, and in jobs
+    # queued before it was recorded.
+    place: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> ImportParams:
@@ -73,6 +77,7 @@ class ImportParams:
             params["upload"],
             params.get("policy"),
             params["actor"],
+            params.get("place") or {},
         )
 
     def as_params(self) -> dict[str, Any]:
@@ -84,6 +89,7 @@ class ImportParams:
             "upload": self.file,
             "policy": self.policy,
             "actor": self.actor,
+            "place": dict(self.place),
         }
 
 

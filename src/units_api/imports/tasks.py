@@ -8,10 +8,13 @@ from typing import Any
 import anyio
 import orjson
 
-from units_api.errors import bound_error
+from units_api.errors import bound_error, kept_elsewhere
 from units_api.imports.service import KIND, ImportParams, run_import
 from units_api.jobs.kinds import JobKind
-from units_api.jobs.work import JobContext
+from units_api.jobs.storage import holder
+from units_api.jobs.work import JobContext, JobFailed
+
+UPLOAD = "The import's uploaded file"
 
 
 async def run_import_job(context: JobContext) -> dict[str, Any]:
@@ -19,7 +22,11 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
     params = ImportParams.of(context.claim.params)
     path = context.storage.scratch("." + params.format)
     try:
-        await context.storage.fetch(params.file, path)
+        try:
+            await context.storage.fetch(params.file, path)
+        except FileNotFoundError as exc:
+            # Not there now, not there on a retry either.
+            raise JobFailed(_missing(context, params, exc)) from None
         size = (await anyio.Path(path).stat()).st_size
         report = await run_import(
             context.db,
@@ -37,6 +44,21 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
         "bytes": size,
         "result": orjson.dumps(report.result()).decode(),
     }
+
+
+def _missing(context: JobContext, params: ImportParams, exc: FileNotFoundError) -> str:
+    """Why the upload is not in this machine's storage: received by another machine, or
+    deleted since (or, for a job that recorded no place, what the storage says)."""
+    this_machine = context.settings.machine_name
+    machine = holder(context.storage, params.place)
+    if machine is not None:
+        return kept_elsewhere(UPLOAD, machine, this_machine)
+    if not params.place:
+        return f"{UPLOAD} is missing: {exc}"
+    return (
+        f"{UPLOAD} is no longer in the files directory of machine '{this_machine}', which "
+        "received it: it was deleted before the import read it. Upload the file again."
+    )
 
 
 def fields(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
