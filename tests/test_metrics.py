@@ -1,7 +1,7 @@
 """GET /metrics of real servers on PostgreSQL: totals exact across `serve --workers 2`,
 series by route template, the gauges read from the database (and a scrape that still
-answers when one of their reads fails), the metrics key, and the access log of every
-worker process, without a key's secret."""
+answers when one of their reads fails), the metrics key, the reads of a job's process in its
+server's scrape, and the access log of every worker process, without a key's secret."""
 
 from __future__ import annotations
 
@@ -342,3 +342,47 @@ async def test_gauges_that_hang_leave_the_others_and_the_scrape_its_time(
         await db.dispose()
     assert [family.name for family in families] == ["units_api_test_answered"]
     assert sorted(started) == ["first", "second"]  # both waited on at once, not in turn
+
+
+def test_a_job_process_counts_its_reads_into_its_server(tmp_path: Path) -> None:
+    """An export's child process counts its snapshot's read (on the primary: no replica) where
+    its server's scrape adds it up, in the files of its job slot, the same for every job run
+    in that slot one after another."""
+    shared = tmp_path / "metrics"
+    env = {
+        "PROMETHEUS_MULTIPROC_DIR": str(shared),
+        "UNITS_API_RUN_JOBS": "true",
+        "UNITS_API_JOB_PROCESSES": "1",
+        "UNITS_API_JOB_POLL_SECONDS": "0.2",
+        "UNITS_API_FILES_DIR": str(tmp_path / "files"),
+    }
+    reads = "units_api_database_reads_total"
+    primary = (("database", "primary"),)
+    exports = 3
+    with (
+        fresh_postgres("units_metrics") as url,
+        served(url, tmp_path / "log", env=env) as (base, key),
+    ):
+        auth = {"Authorization": f"Bearer {key}"}
+        before = _samples(_get(base, "/metrics").text, reads).get(primary, 0.0)
+        for _ in range(exports):
+            job = httpx.post(
+                f"{base}/api/v2/units/exports", json={"format": "csv"}, headers=auth
+            ).json()
+
+            def ended(job: dict[str, Any] = job) -> bool:
+                found = _get(base, f"/api/v2/units/exports/{job['id']}", headers=auth).json()
+                assert found["status"] != "failed", found
+                return found["status"] == "succeeded"
+
+            _wait(ended)
+
+        def counted() -> bool:  # a job's end is seen before its process has exited
+            text = _get(base, "/metrics").text
+            return _samples(text, reads).get(primary, 0.0) >= before + exports
+
+        _wait(counted)
+        written = sorted(path.name for path in shared.glob("*job-*.db"))
+    # One slot: its files, whatever the number of jobs run in it.
+    assert written and all(re.fullmatch(r"[a-z]+_job-\d+-0\.db", name) for name in written)
+    assert len({name.split("_")[0] for name in written}) == len(written)

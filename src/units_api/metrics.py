@@ -4,7 +4,9 @@
 operator's, emptied at start, or a new temporary one), set before prometheus-client is
 first imported; every process writes its counters, histograms and gauges there and a
 scrape, whichever process it reaches, adds them all up (the library's multiprocess mode).
-Without the directory (`units-api worker`, an app under test) a process counts alone.
+A job's child process counts what it observes (its reads) there too, in the files of its job
+slot (`job_counting`). Without the directory (`units-api worker`, an app under test) a process
+counts alone, and a job's child not at all.
 
 What the database knows (the delivery backlog and the age of its oldest, events awaiting a
 feed position, jobs waiting and running) is read from it at scrape time, the same from
@@ -169,6 +171,31 @@ def init() -> None:
     global _series
     if _series is None:
         _series = _Series()
+
+
+def job_counting(slot: int) -> tuple[str, str] | None:
+    """Where the child process of a job run in `slot` (0 up to the jobs this process runs at
+    once) counts: this process's directory, and the name of the files it writes there, this
+    process's id and the slot. Jobs run in a slot one after another and add to its files (a
+    child counting under its own id would leave files per job). None when this process
+    counts alone: nothing would read what its child counted."""
+    directory = os.environ.get(MULTIPROCESS_DIR)
+    return (directory, f"job-{os.getpid()}-{slot}") if directory else None
+
+
+def init_job_process(counting: tuple[str, str] | None) -> None:
+    """Start counting in a job's child process, where `job_counting` said (the environment a
+    child inherits is its forkserver's, not its supervisor's now); not at all for None."""
+    if counting is None:
+        return
+    directory, name = counting
+    os.environ[MULTIPROCESS_DIR] = directory
+    from prometheus_client import values
+
+    # Before any series exists. A name that no other process writes under at the same time,
+    # as the library requires: its slot is its own until it has exited.
+    values.ValueClass = values.MultiProcessValue(lambda: name)  # type: ignore[no-untyped-call]
+    init()
 
 
 def observe_request(method: str, route: str, status: int, seconds: float) -> None:

@@ -129,13 +129,17 @@ def child_main(
     claim: Claim,
     parent: Connection,
     trace_parent: str | None = None,
+    counting: tuple[str, str] | None = None,
 ) -> None:
     """The child process: run one claimed job, with the parent's settings and object store
     credentials (a forkserver's children inherit its environment, not the parent's now);
-    traced, when the environment asks for it, under the parent's span `trace_parent`."""
+    traced, when the environment asks for it, under the parent's span `trace_parent`; its
+    reads counted where the parent says (`metrics.job_counting`), so its server's scrapes
+    include them."""
     from units_api.logs import configure_logging
 
     os.environ.update(storage_env)
+    metrics.init_job_process(counting)
     # Requests first: at a lowered priority, or in the idle class if the kind allows it.
     yield_cpu(idle=kinds.kind(claim.kind).idle)
     configured = Settings(**settings)
@@ -201,6 +205,9 @@ class JobRunner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = timedelta(seconds=settings.job_lease_seconds)
         self._processes = _process_context()
+        # The slots whose child is running (or not known to have exited): a child counts its
+        # metrics under its slot's name, which no two children may share at once.
+        self._slots: set[int] = set()
 
     async def run_forever(self, stop: asyncio.Event) -> None:
         """Until `stop`: claim jobs while there is room, then wait for a wake-up (a job
@@ -218,7 +225,9 @@ class JobRunner:
                 )
                 if claim is None:
                     break
-                task = asyncio.create_task(self._supervise(claim, stop))
+                slot = min(set(range(len(self._slots) + 1)) - self._slots)
+                self._slots.add(slot)
+                task = asyncio.create_task(self._supervise(claim, stop, slot))
                 running.add(task)
                 task.add_done_callback(running.discard)
                 task.add_done_callback(lambda _: ended.set())
@@ -228,9 +237,10 @@ class JobRunner:
         if running:
             await asyncio.gather(*running, return_exceptions=True)
 
-    async def _supervise(self, claim: Claim, stop: asyncio.Event) -> None:
+    async def _supervise(self, claim: Claim, stop: asyncio.Event, slot: int) -> None:
         """Run the job in a child, renewing its lease, until the child exits. Asked to stop,
-        the child is stopped and the job released for another process."""
+        the child is stopped and the job released for another process. `slot` is freed once
+        the child has exited."""
         with tracing.job_run(claim.kind, str(claim.id), claim.attempt) as traced:
             watched, alive = self._processes.Pipe(duplex=False)
             process = self._processes.Process(
@@ -241,19 +251,25 @@ class JobRunner:
                     claim,
                     watched,
                     traced.traceparent,
+                    metrics.job_counting(slot),
                 ),
                 name=f"units-api job {claim.id}",
                 daemon=True,
             )
             started = time.monotonic()
-            # In a thread: a start waits for the forkserver, which the first one starts (and
-            # which imports what a job needs, about a second) and each one asks for a fork.
-            await asyncio.to_thread(process.start)
-            watched.close()
             try:
-                await self._watch(claim, process, stop)
+                # In a thread: a start waits for the forkserver, which the first one starts
+                # (and which imports what a job needs, about a second) and each one asks for
+                # a fork.
+                await asyncio.to_thread(process.start)
+                watched.close()
+                try:
+                    await self._watch(claim, process, stop)
+                finally:
+                    alive.close()
             finally:
-                alive.close()
+                if not process.is_alive():
+                    self._slots.discard(slot)
             status = await self._count(claim, time.monotonic() - started)
             traced.set(**{"units_api.job.status": status})
             if status == FAILED:
