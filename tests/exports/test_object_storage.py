@@ -95,3 +95,14 @@ async def test_exports_and_imports_go_through_the_object_store(s3_api: Api) -> N
     assert await storage.size(key) is None
     gone = await s3_api.request("GET", f"/api/v2/units/exports/{job['id']}/file")
     assert gone.status_code == 410
+
+
+async def test_a_missing_object_is_a_missing_file(s3_api: Api) -> None:
+    """A job fetching an object that is not there learns it as from local files (and an
+    import told so fails at once)."""
+    storage = s3_api.context.storage
+    assert isinstance(storage, ObjectStorage)
+    scratch = storage.scratch(".csv")
+    with pytest.raises(FileNotFoundError, match=r"imports/nothing\.csv not found"):
+        await storage.fetch("imports/nothing.csv", scratch)
+    scratch.unlink(missing_ok=True)
