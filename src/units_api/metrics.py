@@ -189,11 +189,16 @@ def init_job_process(counting: tuple[str, str] | None) -> None:
     if counting is None:
         return
     directory, name = counting
+    if not os.access(directory, os.W_OK):  # gone since the server started: the job runs
+        log.warning("a job's metrics are not counted", extra={"directory": directory})
+        return
     os.environ[MULTIPROCESS_DIR] = directory
     from prometheus_client import values
 
     # Before any series exists. A name that no other process writes under at the same time,
-    # as the library requires: its slot is its own until it has exited.
+    # as the library requires: its slot is its own until it has exited. A child sets no
+    # gauge (the pools are sampled by the server's processes), so no live gauge file of a
+    # slot outlives it.
     values.ValueClass = values.MultiProcessValue(lambda: name)  # type: ignore[no-untyped-call]
     init()
 

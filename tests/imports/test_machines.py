@@ -1,6 +1,7 @@
 """Several machines with local files (no UNITS_API_STORAGE_URL), on both databases: an import
-run by another machine than the one that received its upload fails at once, naming the machine
-that holds the file, and so does one whose upload was deleted; neither is retried."""
+run by another machine than the one that received its upload is tried again (that machine may
+take it), then fails naming the machine that holds the file; one whose upload was deleted fails
+at once."""
 
 from __future__ import annotations
 
@@ -75,17 +76,29 @@ async def ended_once(api: Api, job_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
     return row["attempts"], data
 
 
-async def test_an_upload_received_by_another_machine_fails_the_job_at_once(
+async def test_an_upload_received_by_another_machine_is_tried_again_then_failed_naming_it(
     settings: Settings, tmp_path: Path
 ) -> None:
+    """The machine that received the upload may take the job on a later attempt (and resume
+    it from its checkpoint); at the last attempt the job fails, naming that machine."""
     a = on_machine(settings, "machine-a", settings.files_dir)
     b = on_machine(settings, "machine-b", str(tmp_path / "machine-b"))
     async for api in start_api(a):
         claim = await claimed_import(api)
-        job = await run_on(api, b, claim)
+        first = await run_on(api, b, claim)
+        async with api.context.db.transaction() as conn:
+            await conn.execute(  # due now, at its last attempt
+                update(jobs)
+                .where(jobs.c.id == claim.id)
+                .values(run_after=datetime(2000, 1, 1, tzinfo=UTC), attempts=claim.max_attempts - 1)
+            )
+        last = await queue.claim(api.context.db, "test", LEASE, ("import",))
+        assert last is not None and last.id == claim.id and last.attempt == last.max_attempts
+        job = await run_on(api, b, last)
         attempts, event = await ended_once(api, claim.id)
 
-    assert job["status"] == "failed" and attempts == 1  # not released for a retry
+    assert first["status"] == "queued"  # released for another attempt, not failed
+    assert job["status"] == "failed" and attempts == last.max_attempts
     assert job["error"] == kept_elsewhere(UPLOAD, "machine-a", "machine-b")
     assert "on machine 'machine-a', and this is 'machine-b'" in job["error"]
     assert "UNITS_API_STORAGE_URL" in job["error"]

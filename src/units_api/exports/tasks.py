@@ -33,7 +33,8 @@ async def run_export_job(context: JobContext) -> dict[str, Any]:
         )
     except SettingError as exc:
         # A replica promoted since the server started (or changed under it): the server's
-        # own check skips it, and so does the export, on the primary.
+        # own check skips it; the export reads the primary (the others too are passed over,
+        # for this one export).
         log.warning(
             "read replicas not usable; the export reads the primary",
             extra={"jobId": str(claim.id), "error": str(exc)},

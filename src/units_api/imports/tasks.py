@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +15,7 @@ from units_api.jobs.kinds import JobKind
 from units_api.jobs.storage import holder
 from units_api.jobs.work import JobContext, JobFailed
 
+log = logging.getLogger(__name__)
 UPLOAD = "The import's uploaded file"
 
 
@@ -25,8 +27,13 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
         try:
             await context.storage.fetch(params.file, path)
         except FileNotFoundError as exc:
-            # Not there now, not there on a retry either.
-            raise JobFailed(_missing(context, params, exc)) from None
+            claim = context.claim
+            if holder(context.storage, params.place) is None or claim.attempt >= claim.max_attempts:
+                # Deleted, or the last attempt: not there on a retry either.
+                raise JobFailed(_missing(context, params, exc)) from None
+            # Received by another machine, whose own runner may take the job next time (and
+            # resume it from its checkpoint): tried again, failed with the reason at the last.
+            raise FileNotFoundError(_missing(context, params, exc)) from None
         size = (await anyio.Path(path).stat()).st_size
         report = await run_import(
             context.db,
@@ -54,7 +61,12 @@ def _missing(context: JobContext, params: ImportParams, exc: FileNotFoundError) 
     if machine is not None:
         return kept_elsewhere(UPLOAD, machine, this_machine)
     if not params.place:
-        return f"{UPLOAD} is missing: {exc}"
+        # The store's own words name its directory or bucket: for the log, not the job.
+        log.warning(
+            "an import's upload is missing",
+            extra={"jobId": str(context.claim.id), "error": bound_error(str(exc))},
+        )
+        return f"{UPLOAD} is missing from the file store. Upload the file again."
     return (
         f"{UPLOAD} is no longer in the files directory of machine '{this_machine}', which "
         "received it: it was deleted before the import read it. Upload the file again."

@@ -80,7 +80,7 @@ async def job_lost(conn: AsyncConnection, row: RowMapping) -> None:
         "job failed",
         extra={"jobId": str(row["id"]), "kind": kind, "error": row["error"]},
     )
-    started = row["started_at"]
+    started = row["started_at"]  # its first attempt's start: the time it took, in all
     seconds = (row["finished_at"] - started).total_seconds() if started else 0.0
     metrics.observe_job(kind, FAILED, max(0.0, seconds))
 

@@ -105,8 +105,9 @@ class CountCache:
         since: under steady writes the version moves with every request, and each search
         would count its words again (measured on a read replica at 400 creates/s: 246 counts
         in 10 s at 25 searches/s, 37 ms each, most of the replica's CPU). A plan made on a
-        size a second old is at worst slower (the choice turns where both ways cost about
-        the same, plan.FEW_MATCHES), never a different answer."""
+        size a second old is never a different answer, only a slower one: near
+        plan.FEW_MATCHES both ways cost about the same, but for a second after a bulk change
+        gives a rare word to thousands of units, its searches read and sort every match."""
         for stored in (key, (_AT_LEAST, key)):
             found = self.remembered(stored)
             if found is not None:
