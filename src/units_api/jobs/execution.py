@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 RETRY_AFTER = timedelta(seconds=30)
 CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
+SYSTEM_ACTOR = {"type": "system", "id": None, "name": "jobs"}  # a job no key asked for
 
 
 async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> None:
@@ -65,17 +66,21 @@ async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> Non
         )
         row = await queue.get(conn, claim.id)
         assert row is not None
-        actor = claim.params.get("actor") or {"type": "system", "id": None, "name": "jobs"}
-        await record_job_event(conn, f"{claim.kind}.{status}", dumps(render(row)), actor)
+        await _ended_event(conn, row)
+
+
+async def _ended_event(conn: AsyncConnection, row: RowMapping) -> None:
+    """The event of a job that has just ended (`row`, as it ended), in `conn`'s transaction,
+    by the actor that asked for it."""
+    actor = orjson.loads(row["params"]).get("actor") or SYSTEM_ACTOR
+    await record_job_event(conn, f"{row['kind']}.{row['status']}", dumps(render(row)), actor)
 
 
 async def job_lost(conn: AsyncConnection, row: RowMapping) -> None:
     """A job failed for being taken over too often (its processes kept dying): its event
     written in the same transaction, logged and counted as any failed job."""
     kind = str(row["kind"])
-    params = orjson.loads(row["params"]) if row["params"] else {}
-    actor = params.get("actor") or {"type": "system", "id": None, "name": "jobs"}
-    await record_job_event(conn, f"{kind}.{FAILED}", dumps(render(row)), actor)
+    await _ended_event(conn, row)
     log.warning(
         "job failed",
         extra={"jobId": str(row["id"]), "kind": kind, "error": row["error"]},
