@@ -27,13 +27,13 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
         try:
             await context.storage.fetch(params.file, path)
         except FileNotFoundError as exc:
-            claim = context.claim
-            if holder(context.storage, params.place) is None or claim.attempt >= claim.max_attempts:
-                # Deleted, or the last attempt: not there on a retry either.
-                raise JobFailed(_missing(context, params, exc)) from None
+            claim, machine = context.claim, holder(context.storage, params.place)
+            why = _missing(context, params, machine, exc)
+            if machine is None or claim.attempt >= claim.max_attempts:
+                raise JobFailed(why) from None  # deleted, or the last attempt
             # Received by another machine, whose own runner may take the job next time (and
             # resume it from its checkpoint): tried again, failed with the reason at the last.
-            raise FileNotFoundError(_missing(context, params, exc)) from None
+            raise FileNotFoundError(why) from None
         size = (await anyio.Path(path).stat()).st_size
         report = await run_import(
             context.db,
@@ -53,11 +53,12 @@ async def run_import_job(context: JobContext) -> dict[str, Any]:
     }
 
 
-def _missing(context: JobContext, params: ImportParams, exc: FileNotFoundError) -> str:
-    """Why the upload is not in this machine's storage: received by another machine, or
-    deleted since (or, for a job that recorded no place, what the storage says)."""
+def _missing(
+    context: JobContext, params: ImportParams, machine: str | None, exc: FileNotFoundError
+) -> str:
+    """Why the upload is not in this machine's storage: received by `machine` (another one),
+    or deleted since (or, for a job that recorded no place, missing from the store)."""
     this_machine = context.settings.machine_name
-    machine = holder(context.storage, params.place)
     if machine is not None:
         return kept_elsewhere(UPLOAD, machine, this_machine)
     if not params.place:
