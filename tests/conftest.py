@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import asyncpg
 import httpx
 import pytest
 from hypothesis import HealthCheck, settings
+from sqlalchemy import update
 from sqlalchemy.engine import make_url
 
 from units_api.app import create_app
@@ -29,6 +31,8 @@ from units_api.auth.service import create_key
 from units_api.config import Settings
 from units_api.context import AppContext
 from units_api.http.json import dumps
+from units_api.jobs import queue
+from units_api.jobs.tables import jobs
 from units_api.migrate import upgrade
 
 # On a shared, busy machine examples are slow to make and to run: that is no failure of the
@@ -247,6 +251,21 @@ async def start_api(settings: Settings) -> AsyncIterator[Api]:
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://units.test") as client:
             yield Api(client, context, created)
+
+
+JOB_LEASE = timedelta(seconds=60)
+
+
+async def claim_first(api: Api, job_id: uuid.UUID, kind: str) -> queue.Claim:
+    """Claim the job `job_id` as a runner would: made the oldest of its kind first, so it is
+    the one claimed, ahead of any job another test left queued."""
+    db = api.context.db
+    async with db.transaction() as conn:
+        long_ago = datetime(2000, 1, 1, tzinfo=UTC)
+        await conn.execute(update(jobs).where(jobs.c.id == job_id).values(created_at=long_ago))
+    claim = await queue.claim(db, "test", JOB_LEASE, (kind,))
+    assert claim is not None and claim.id == job_id
+    return claim
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import io
 import json
 import random
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import update
 
-from tests.conftest import Api, start_api
+from tests.conftest import Api, claim_first, start_api
 from units_api.clock import format_time, utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
@@ -32,7 +32,6 @@ from units_api.exports.formats import (
 )
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
-from units_api.jobs import queue
 from units_api.jobs.execution import run_claimed
 from units_api.jobs.housekeeping import expire_files
 from units_api.jobs.storage import open_storage
@@ -377,12 +376,7 @@ async def test_an_export_reads_the_primary_when_a_replica_was_promoted(
         )
         assert asked.status_code == 202, asked.text
         job_id = uuid.UUID(asked.json()["id"])
-        db = api.context.db
-        async with db.transaction() as conn:
-            old = datetime(2000, 1, 1, tzinfo=UTC)  # first in line, ahead of other tests' jobs
-            await conn.execute(update(jobs).where(jobs.c.id == job_id).values(created_at=old))
-        claim = await queue.claim(db, "test", timedelta(seconds=60), ("export",))
-        assert claim is not None and claim.id == job_id
+        claim = await claim_first(api, job_id, "export")
         promoted = settings.model_copy(update={"database_replica_urls": postgres_url})
         job_db = Database(create_engine(postgres_url, pool_size=2))
         storage = open_storage(settings.storage_url, settings.files_dir, settings.machine_name)

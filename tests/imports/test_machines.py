@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from sqlalchemy import select, update
 
-from tests.conftest import Api, start_api
+from tests.conftest import Api, claim_first, start_api
 from tests.imports.test_imports import IMPORTS, start_import
 from units_api.config import Settings
 from units_api.errors import kept_elsewhere
@@ -41,18 +41,10 @@ def on_machine(settings: Settings, machine: str, files_dir: str) -> Settings:
 
 
 async def claimed_import(api: Api) -> queue.Claim:
-    """An import uploaded to `api`'s machine, claimed (made the oldest job, so it is the one
-    claimed, ahead of any another test left queued)."""
+    """An import uploaded to `api`'s machine, claimed."""
     response = await start_import(api, CSV, "units.csv")
     assert response.status_code == 202, response.text
-    job_id = uuid.UUID(response.json()["id"])
-    db = api.context.db
-    async with db.transaction() as conn:
-        old = datetime(2000, 1, 1, tzinfo=UTC)
-        await conn.execute(update(jobs).where(jobs.c.id == job_id).values(created_at=old))
-    claim = await queue.claim(db, "test", LEASE, ("import",))
-    assert claim is not None and claim.id == job_id
-    return claim
+    return await claim_first(api, uuid.UUID(response.json()["id"]), "import")
 
 
 async def run_on(api: Api, settings: Settings, claim: queue.Claim) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import orjson
 from sqlalchemy import select, update
 
-from tests.conftest import start_api
+from tests.conftest import claim_first, start_api
 from units_api.config import Settings
 from units_api.errors import MAX_ERROR_TEXT
 from units_api.events.tables import events
@@ -52,11 +52,7 @@ async def test_an_unexpected_failure_logs_a_bounded_line(settings: Settings) -> 
         }
         async with db.transaction() as conn:
             job_id = await queue.enqueue(conn, "import", params, max_attempts=1)
-            # first in line, ahead of any job another test left queued
-            old = datetime(2000, 1, 1, tzinfo=UTC)
-            await conn.execute(update(jobs).where(jobs.c.id == job_id).values(created_at=old))
-        claim = await queue.claim(db, "test", LEASE, ("import",))
-        assert claim is not None and claim.id == job_id
+        claim = await claim_first(api, job_id, "import")
         storage = open_storage(idle.storage_url, idle.files_dir, idle.machine_name)
         lines = Lines()
         logger = logging.getLogger("units_api.jobs.execution")
@@ -99,7 +95,7 @@ async def test_a_job_whose_processes_keep_dying_fails_with_its_event(settings: S
         }
         async with db.transaction() as conn:
             job_id = await queue.enqueue(conn, "import", params, max_attempts=1)
-            old = datetime(2000, 1, 1, tzinfo=UTC)  # first in line, as above
+            old = datetime(2000, 1, 1, tzinfo=UTC)  # first in line (see claim_first)
             lapsed = datetime.now(UTC) - timedelta(seconds=1)
             await conn.execute(
                 update(jobs)
