@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
 from tests.test_cli import free_port
-from units_api import metrics
+from units_api import scrape
 from units_api.db import Database, create_engine
 from units_api.migrate import upgrade
 
@@ -321,23 +321,23 @@ async def test_gauges_that_hang_leave_the_others_and_the_scrape_its_time(
 
     started: list[str] = []
 
-    def hanging(name: str) -> metrics.GaugeRead:
-        async def read(conn: Any, now: Any) -> list[metrics.Family]:
+    def hanging(name: str) -> scrape.GaugeRead:
+        async def read(conn: Any, now: Any) -> list[scrape.Family]:
             started.append(name)
             await asyncio.Event().wait()
             raise AssertionError("never reached")
 
         return read
 
-    async def answering(conn: Any, now: Any) -> list[metrics.Family]:
+    async def answering(conn: Any, now: Any) -> list[scrape.Family]:
         return [GaugeMetricFamily("units_api_test_answered", "An answer.", value=1)]
 
     gauges = {"first": hanging("first"), "second": hanging("second"), "third": answering}
-    monkeypatch.setattr(metrics, "DATABASE_GAUGES", gauges)
-    monkeypatch.setattr(metrics, "GAUGE_TIMEOUT", 0.5)
+    monkeypatch.setattr(scrape, "DATABASE_GAUGES", gauges)
+    monkeypatch.setattr(scrape, "GAUGE_TIMEOUT", 0.5)
     db = Database(create_engine(f"sqlite:///{tmp_path / 'gauges.db'}"))
     try:
-        families = await metrics._database_families(db)
+        families = await scrape._database_families(db)
     finally:
         await db.dispose()
     assert [family.name for family in families] == ["units_api_test_answered"]

@@ -25,8 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.conftest import PG_URL, Api, start_api
 from tests.test_cli import free_port
-from units_api.config import SettingError, Settings
+from units_api.config import Settings
 from units_api.db import Database, create_engine
+from units_api.errors import SettingError
 from units_api.http.json import dumps
 from units_api.migrate import upgrade
 from units_api.replicas import SETTING, ReplicaSet, refuse_unusable, unreachable

@@ -22,12 +22,12 @@ from tests.test_cli import free_port
 from units_api.config import (
     PREFIX,
     PUBLISH_FIELDS,
-    SettingError,
     Settings,
     check_names,
     load_settings,
     setting_names,
 )
+from units_api.errors import SettingError
 from units_api.metrics import MULTIPROCESS_DIR
 from units_api.units.schemas import UnitFields
 

@@ -24,6 +24,7 @@ from tests.webhooks.receiver import receiver
 from units_api import tracing
 from units_api.config import Settings
 from units_api.events.tables import events
+from units_api.preflight import check_tracing
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -321,8 +322,8 @@ def test_what_turns_traces_on(environ: dict[str, str], wanted: bool) -> None:
 
 
 def test_the_otlp_exporter_is_installed_with_the_extra() -> None:
-    tracing.check_environment({"OTEL_TRACES_EXPORTER": "otlp,console"})
-    tracing.check_environment({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
+    check_tracing({"OTEL_TRACES_EXPORTER": "otlp,console"})
+    check_tracing({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
 
 
 async def test_every_kind_of_write_keeps_its_writers_traceparent(

@@ -44,11 +44,13 @@ from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
+from units_api.http.tracing import TracingMiddleware
 from units_api.imports.router import router as imports_router
 from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
+from units_api.scrape import watch_pools
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
 from units_api.units.repository import located_by_time
@@ -206,7 +208,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         metrics.init()
         background = start_background(context, listen=settings.run_jobs)
-        pools = asyncio.create_task(metrics.watch_pools(context.db, background.stop))
+        pools = asyncio.create_task(watch_pools(context.db, background.stop))
         settle_collector()
         try:
             yield
@@ -264,7 +266,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     if tracing.on:  # outside every other layer: a span per request (tracing.py)
         app.add_middleware(
-            tracing.TracingMiddleware,
+            TracingMiddleware,
             routes=every_route,
         )
 

@@ -25,14 +25,20 @@ from units_api.auth import repository as keys_repository
 from units_api.auth import service as keys_service
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.clock import utcnow
-from units_api.config import SettingError, Settings, load_settings
+from units_api.config import Settings, load_settings
 from units_api.db import Database, create_engine
-from units_api.errors import ApiError, ValidationFailed
+from units_api.errors import ApiError, SettingError, ValidationFailed
 from units_api.logs import configure_logging, uvicorn_config
 from units_api.metrics import prepare_directory
-from units_api.preflight import DATABASE, check_database, check_listening, check_services
+from units_api.preflight import (
+    DATABASE,
+    check_database,
+    check_listening,
+    check_replicas,
+    check_services,
+    check_tracing,
+)
 from units_api.process import settle_collector
-from units_api.replicas import check_replicas
 from units_api.validation import pydantic_errors
 
 app = typer.Typer(
@@ -93,7 +99,7 @@ def _settings(*, services: bool = False) -> Settings:
     """The environment's settings, checked, and the database (with `services`: Redis, the
     files directory and the read replicas too) answering; else a SettingError."""
     settings = load_settings()
-    tracing.check_environment()
+    check_tracing()
     check_database(settings)
     if services:
         check_services(settings)

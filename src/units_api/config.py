@@ -24,7 +24,8 @@ from redis.connection import parse_url as parse_redis_url
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
-from units_api.http.ratelimit import Rate, parse_rate
+from units_api.errors import SettingError
+from units_api.http.rates import Rate, parse_rate
 from units_api.search.plan import FEW_MATCHES
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
@@ -237,14 +238,6 @@ DEFAULTS = Settings.model_construct()
 PREFIX = "UNITS_API_"
 # Names test suites give their own runs (CONTRACT 14); a server never reads them.
 FOREIGN_PREFIXES = ("UNITS_API_TEST_",)
-
-
-class SettingError(Exception):
-    """A setting that stops start-up: the message is one line that names it."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
 
 
 def database_url(value: str) -> URL:

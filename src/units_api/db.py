@@ -12,7 +12,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
@@ -25,10 +25,8 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from units_api import metrics, tracing
 from units_api.filters.geo import sqlite_distance, sqlite_inside
+from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
-
-if TYPE_CHECKING:  # replicas.py reads the settings, which import this module
-    from units_api.replicas import ReplicaSet
 
 T = TypeVar("T")
 
@@ -308,8 +306,6 @@ class Database:
         `snapshot(replica=True)`) go to these PostgreSQL streaming replicas. They are checked
         now, then (`watch`) every second in the background. Raises SettingError for a URL
         that cannot serve as one (`replicas.refuse_unusable`)."""
-        from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable
-
         if not urls or self.replicas is not None:
             return
         if self.dialect != "postgresql":

@@ -1,6 +1,6 @@
-"""The exception hierarchy. Every error leaves the service as one problem+json shape.
-
-Each class carries a stable `code`; the problem `type` is `/problems/<code>`.
+"""The exception hierarchy. Every error a client causes leaves the service as one
+problem+json shape: each class carries a stable `code`; the problem `type` is
+`/problems/<code>`. A bad setting is a `SettingError`, which stops start-up.
 """
 
 from __future__ import annotations
@@ -9,6 +9,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 PROBLEM_CONTENT_TYPE = "application/problem+json"
+
+
+class SettingError(Exception):
+    """A setting that stops start-up: the message is one line that names it."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class ApiError(Exception):

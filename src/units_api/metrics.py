@@ -8,9 +8,8 @@ A job's child process counts what it observes (its reads) there too, in the file
 slot (`job_counting`). Without the directory (`units-api worker`, an app under test) a process
 counts alone, and a job's child not at all.
 
-What the database knows (the delivery backlog and the age of its oldest, events awaiting a
-feed position, jobs waiting and running) is read from it at scrape time, the same from
-every server; a read that fails leaves its series out of that scrape and is logged.
+What the database knows is read at scrape time by `scrape.py`, which adds it to these series.
+This module imports nothing of the project: every other module may count here.
 
 prometheus-client is imported by `init`, not with this module, so importing this module
 early never fixes the library's mode before `serve` has chosen it.
@@ -18,24 +17,14 @@ early never fixes the library's mode before `serve` has chosen it.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
-import contextlib
 import logging
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-if TYPE_CHECKING:  # db.py counts reads here: no import at run time, no cycle
-    from units_api.db import Database
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +40,6 @@ UNMATCHED = "unmatched"
 # Any other method (anyone can send one) is counted as OTHER_METHOD.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 OTHER_METHOD = "other"
-# How long a scrape waits for its database reads, all together, before leaving out the series
-# of those not read by then.
-GAUGE_TIMEOUT = 5.0
-# How often a process samples its connection pools.
-POOL_SAMPLE_SECONDS = 1.0
 _TEMPORARY = "units-api-metrics-"  # + the server's pid
 _LIVE_FILE = re.compile(r"^gauge_live\w+?_(\d+)\.db$")
 
@@ -250,26 +234,11 @@ def count_step_failure(loop: str) -> None:
         _series.step_failures.labels(loop).inc()
 
 
-def sample_pools(db: Database) -> None:
-    """Record how many of `db`'s connections are in use now, and how many its pools keep."""
-    if _series is None:
-        return
-    pool: Any = db.engine.sync_engine.pool
-    if hasattr(pool, "checkedout") and hasattr(pool, "size"):
-        _series.pool_checked_out.labels("main").set(pool.checkedout())
-        _series.pool_size.labels("main").set(pool.size())
-    fast = db.fast_pool
-    if fast is not None:
-        _series.pool_checked_out.labels("fast").set(fast.get_size() - fast.get_idle_size())
-        _series.pool_size.labels("fast").set(fast.get_max_size())
-
-
-async def watch_pools(db: Database, stop: asyncio.Event) -> None:
-    """Sample `db`'s pools until `stop`."""
-    while not stop.is_set():
-        sample_pools(db)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), POOL_SAMPLE_SECONDS)
+def set_pool(pool: str, checked_out: int, size: int) -> None:
+    """Record how many of a pool's connections are in use now, and how many it keeps."""
+    if _series is not None:
+        _series.pool_checked_out.labels(pool).set(checked_out)
+        _series.pool_size.labels(pool).set(size)
 
 
 def process_ended() -> None:
@@ -301,125 +270,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-# --- what the database knows, read at scrape time ---
-
-Family = Any  # prometheus_client.core.Metric
-GaugeRead = Callable[[AsyncConnection, datetime], Awaitable[list[Family]]]
-
-
-async def _delivery_backlog(conn: AsyncConnection, now: datetime) -> list[Family]:
-    from prometheus_client.core import GaugeMetricFamily
-
-    from units_api.webhooks.tables import webhook_deliveries as d
-
-    row = (
-        await conn.execute(
-            select(func.count(), func.min(d.c.created_at)).where(d.c.status == "pending")
-        )
-    ).one()
-    oldest: datetime | None = row[1]
-    return [
-        GaugeMetricFamily(
-            "units_api_webhook_deliveries_pending",
-            "Webhook deliveries waiting for an attempt (a retry included).",
-            value=row[0],
-        ),
-        GaugeMetricFamily(
-            "units_api_webhook_oldest_pending_seconds",
-            "Age of the oldest pending webhook delivery (0 when none is pending).",
-            value=max(0.0, (now - oldest).total_seconds()) if oldest else 0.0,
-        ),
-    ]
-
-
-async def _events_awaiting(conn: AsyncConnection, now: datetime) -> list[Family]:
-    from prometheus_client.core import GaugeMetricFamily
-
-    from units_api.events.tables import events
-
-    count = (await conn.execute(select(func.count()).where(events.c.pos.is_(None)))).scalar()
-    return [
-        GaugeMetricFamily(
-            "units_api_events_awaiting_position",
-            "Committed events not yet given a feed position.",
-            value=count or 0,
-        )
-    ]
-
-
-async def _jobs(conn: AsyncConnection, now: datetime) -> list[Family]:
-    from prometheus_client.core import GaugeMetricFamily
-
-    from units_api.jobs.tables import jobs
-
-    rows = await conn.execute(
-        select(jobs.c.kind, jobs.c.status, func.count())
-        .where(jobs.c.status.in_(("queued", "running")))
-        .group_by(jobs.c.kind, jobs.c.status)
-    )
-    family = GaugeMetricFamily(
-        "units_api_jobs", "Jobs waiting (queued) and running, by kind.", labels=("kind", "status")
-    )
-    for kind, status, count in rows:
-        family.add_metric((kind, status), count)
-    return [family]
-
-
-DATABASE_GAUGES: dict[str, GaugeRead] = {
-    "webhook delivery backlog": _delivery_backlog,
-    "events awaiting a position": _events_awaiting,
-    "jobs by status": _jobs,
-}
-
-
-async def _database_families(db: Database) -> list[Family]:
-    now = datetime.now(UTC)
-    # Read together, under one deadline: a scrape answers within GAUGE_TIMEOUT however many
-    # of them hang, and one that hangs leaves the others their time.
-    deadline = asyncio.get_running_loop().time() + GAUGE_TIMEOUT
-
-    async def gauge(name: str, read: GaugeRead) -> list[Family]:
-        try:
-            async with asyncio.timeout_at(deadline), db.read() as conn:
-                return await read(conn, now)
-        except Exception as exc:
-            log.warning(
-                "a metric could not be read from the database; left out of this scrape",
-                extra={"metric": name, "error": f"{type(exc).__name__}: {exc}"[:500]},
-            )
-            return []
-
-    read = await asyncio.gather(*(gauge(name, each) for name, each in DATABASE_GAUGES.items()))
-    return [family for families in read for family in families]
-
-
-class _Fixed:
-    """A collector of families already made."""
-
-    def __init__(self, families: Iterable[Family]) -> None:
-        self.families = list(families)
-
-    def collect(self) -> Iterable[Family]:
-        return self.families
-
-
-async def scrape(db: Database) -> bytes:
-    """The exposition: every process's series, and what the database knows now."""
+def exposition() -> bytes:
+    """This server's series in the text format: every process's, added up, when they share
+    a directory; else this process's own."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.multiprocess import MultiProcessCollector
 
     init()
     assert _series is not None
-    sample_pools(db)
-    families = await _database_families(db)
-    registry = CollectorRegistry(auto_describe=False)
     directory = os.environ.get(MULTIPROCESS_DIR)
-    if directory:
-        _forget_dead_processes(directory)
-        MultiProcessCollector(registry, directory)  # type: ignore[no-untyped-call]
-        shared = generate_latest(registry)
-    else:
-        shared = generate_latest(_series.registry)
-    database = CollectorRegistry(auto_describe=False)
-    database.register(_Fixed(families))
-    return shared + generate_latest(database)
+    if not directory:
+        return generate_latest(_series.registry)
+    _forget_dead_processes(directory)
+    registry = CollectorRegistry(auto_describe=False)
+    MultiProcessCollector(registry, directory)  # type: ignore[no-untyped-call]
+    return generate_latest(registry)

@@ -15,8 +15,9 @@ from units_api.context import AppContext, app_context
 from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, ServiceUnavailable, Unauthorized
 from units_api.http.docs import ref
 from units_api.http.json import JSONResponse, dumps
-from units_api.metrics import CONTENT_TYPE, scrape
+from units_api.metrics import CONTENT_TYPE
 from units_api.migrate import current_revision, head_revision
+from units_api.scrape import scrape
 
 router = APIRouter(tags=["operations"])
 

@@ -1,6 +1,6 @@
-"""Checks a command makes before it starts: the database, Redis, the files directory and the
-metrics directory of its settings answer. Each failure is a `SettingError`, one line that names
-the setting."""
+"""Checks a command makes before it starts: the database, Redis, the files directory, the
+metrics directory and the read replicas of its settings answer, and traces asked for can be
+sent. Each failure is a `SettingError`, one line that names the setting."""
 
 from __future__ import annotations
 
@@ -11,13 +11,18 @@ import os
 import socket
 import sqlite3
 import tempfile
+from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from units_api.config import SettingError, Settings, database_url
+from units_api import tracing
+from units_api.config import Settings, database_url
+from units_api.errors import SettingError
 from units_api.metrics import MULTIPROCESS_DIR
+from units_api.replicas import refuse_unusable
 
 # How long a check waits for a server before calling it out of reach.
 CONNECT_TIMEOUT = 5.0
@@ -52,6 +57,28 @@ def check_services(settings: Settings) -> None:
         except ImportError:
             message = f"{STORAGE}: an s3:// store needs the s3 extra: pip install 'units-api[s3]'"
             raise SettingError(STORAGE, message) from None
+
+
+def check_replicas(settings: Settings) -> None:
+    """Each read replica URL can serve as one (see `replicas.refuse_unusable`)."""
+    if settings.replica_urls:
+        asyncio.run(refuse_unusable(settings.database_url, settings.replica_urls))
+
+
+def check_tracing(environ: Mapping[str, str] = os.environ) -> None:
+    """Traces asked for need the OpenTelemetry SDK and an exporter installed for each name."""
+    if not tracing.wanted(environ):
+        return
+    name = tracing.EXPORTER
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        raise SettingError(
+            name, f"{name}: traces need the OpenTelemetry SDK: pip install 'units-api[otel]'"
+        ) from None
+    for exporter, entry in tracing.exporter_entries(environ):
+        if not list(entry_points(group="opentelemetry_traces_exporter", name=entry)):
+            raise SettingError(name, f"{name}: no exporter {exporter!r} is installed")
 
 
 def check_listening(host: str, port: int, host_name: str, port_name: str) -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from units_api.config import SettingError, Settings
+from units_api.errors import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -255,13 +255,6 @@ class ReplicaSet:
             log.info("read replica in use", extra={"replica": replica.name, "state": why})
         else:
             log.warning("read replica skipped", extra={"replica": replica.name, "state": why})
-
-
-def check_replicas(settings: Settings) -> None:
-    """Before a server or worker starts: a SettingError for a replica URL that cannot serve
-    (see `refuse_unusable`)."""
-    if settings.replica_urls:
-        asyncio.run(refuse_unusable(settings.database_url, settings.replica_urls))
 
 
 async def refuse_unusable(primary_url: str, urls: Sequence[str]) -> None:

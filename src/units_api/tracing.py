@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from sqlalchemy.ext.asyncio import AsyncEngine
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # Is tracing on in this process (`configure`)? Read as `tracing.on`, never imported by name.
 on = False
@@ -42,7 +41,6 @@ INSTRUMENTATION = "units_api"
 MAX_STATEMENT_TEXT = 2000
 EXPORTER = "OTEL_TRACES_EXPORTER"
 ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-_TRACE_HEADERS = frozenset((b"traceparent", b"tracestate", b"baggage"))
 
 
 def wanted(environ: Mapping[str, str] = os.environ) -> bool:
@@ -58,6 +56,12 @@ def wanted(environ: Mapping[str, str] = os.environ) -> bool:
 def _exporter_names(value: str) -> list[str]:
     names = [name.strip().lower() for name in value.split(",") if name.strip()]
     return [name for name in names if name != "none"]
+
+
+def exporter_entries(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """Each exporter the environment names, with the SDK's entry point name for it."""
+    names = _exporter_names(environ.get(EXPORTER) or "otlp")
+    return [(name, _exporter_entry_name(name, environ)) for name in names]
 
 
 def _exporter_entry_name(name: str, environ: Mapping[str, str]) -> str:
@@ -76,12 +80,10 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
     installed package provides is a SettingError."""
     from importlib.metadata import entry_points
 
-    from units_api.config import SettingError
+    from units_api.errors import SettingError
 
-    names = _exporter_names(environ.get(EXPORTER) or "otlp")
     found: list[SpanExporter] = []
-    for name in names:
-        entry = _exporter_entry_name(name, environ)
+    for name, entry in exporter_entries(environ):
         points = list(entry_points(group="opentelemetry_traces_exporter", name=entry))
         if not points:
             hint = (
@@ -94,25 +96,9 @@ def _exporters(environ: Mapping[str, str]) -> list[SpanExporter]:
     return found
 
 
-def check_environment(environ: Mapping[str, str] = os.environ) -> None:
-    """Before start-up: traces asked for need the SDK and a known exporter (SettingError)."""
-    from units_api.config import SettingError
-
-    if not wanted(environ):
-        return
-    try:
-        import opentelemetry.sdk.trace  # noqa: F401
-    except ImportError:
-        raise SettingError(
-            EXPORTER,
-            f"{EXPORTER}: traces need the OpenTelemetry SDK: pip install 'units-api[otel]'",
-        ) from None
-    from importlib.metadata import entry_points
-
-    for name in _exporter_names(environ.get(EXPORTER) or "otlp"):
-        entry = _exporter_entry_name(name, environ)
-        if not list(entry_points(group="opentelemetry_traces_exporter", name=entry)):
-            raise SettingError(EXPORTER, f"{EXPORTER}: no exporter {name!r} is installed")
+def tracer() -> Any:
+    """The process's tracer, once `configure` has turned tracing on."""
+    return _tracer
 
 
 def configure_from_environment() -> bool:
@@ -213,84 +199,6 @@ def _link_to(parent: str | None) -> list[Any]:
         return []
     span_context = trace.get_current_span(_context_of(parent)).get_span_context()
     return [Link(span_context)] if span_context.is_valid else []
-
-
-# --- HTTP ----------------------------------------------------------------------------------
-
-
-class TracingMiddleware:
-    """A server span per HTTP request, outside every other layer: named by method and route
-    template once the request has been routed, continuing an incoming `traceparent`.
-
-    The URL's query is left out: a filter or search may hold personal data."""
-
-    def __init__(self, app: ASGIApp, routes: Iterable[Any] = ()) -> None:
-        from units_api.http.middleware import RouteTemplates
-
-        self.app = app
-        self.templates = RouteTemplates(routes)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not on:
-            await self.app(scope, receive, send)
-            return
-        from opentelemetry import context, propagate, trace
-        from opentelemetry.trace import SpanKind, StatusCode
-
-        carrier = {
-            name.decode("latin-1"): value.decode("latin-1")
-            for name, value in scope["headers"]
-            if name in _TRACE_HEADERS
-        }
-        parent = propagate.extract(carrier)
-        method: str = scope["method"]
-        client = scope.get("client")
-        attributes: dict[str, Any] = {
-            "http.request.method": method,
-            "url.path": scope["path"],
-            "url.scheme": scope.get("scheme", "http"),
-            "network.protocol.version": scope.get("http_version", "1.1"),
-        }
-        if client:
-            attributes["client.address"] = client[0]
-        for name, value in scope["headers"]:
-            if name == b"user-agent":
-                attributes["user_agent.original"] = value.decode("latin-1")[:500]
-        span = _tracer.start_span(
-            method, context=parent, kind=SpanKind.SERVER, attributes=attributes
-        )
-        token = context.attach(trace.set_span_in_context(span, parent))
-        status = 0
-
-        async def traced_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, traced_send)
-        except BaseException as exc:
-            span.record_exception(exc)
-            span.set_status(StatusCode.ERROR, type(exc).__name__)
-            raise
-        finally:
-            route = self._route(scope)
-            span.update_name(f"{method} {route}")
-            span.set_attribute("http.route", route)
-            if status:
-                span.set_attribute("http.response.status_code", status)
-                if status >= 500:
-                    span.set_status(StatusCode.ERROR)
-            request_id = scope.get("state", {}).get("request_id")
-            if request_id:
-                span.set_attribute("units_api.request_id", request_id)
-            context.detach(token)
-            span.end()
-
-    def _route(self, scope: Scope) -> str:
-        template = getattr(scope.get("route"), "path_format", None)
-        return template if isinstance(template, str) else self.templates.find(scope["path"])
 
 
 # --- database statements -------------------------------------------------------------------

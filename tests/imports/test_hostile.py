@@ -20,8 +20,8 @@ from tests.exports.test_exports import download, run_export
 from tests.imports.test_imports import IMPORTS, editable, jsonl, project_units, run_import
 from units_api.config import Settings
 from units_api.errors import MAX_ERROR_TEXT
-from units_api.imports.readers import MAX_CELL_CHARS
 from units_api.imports.service import Report
+from units_api.imports.xlsx import MAX_CELL_CHARS
 from units_api.jobs.tables import jobs
 
 EXPANDED_CAP = 8 * 1024 * 1024  # lowered for the tests: the bombs need not be large

@@ -8,7 +8,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from units_api.auth.scopes import ALL_SCOPES
 from units_api.clock import parse_future_time
-from units_api.http.ratelimit import parse_rate
+from units_api.http.rates import parse_rate
 
 Scope = Literal[
     "units:read", "units:write", "units:publish", "units:export", "events:read", "admin"

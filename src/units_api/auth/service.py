@@ -29,7 +29,7 @@ from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.paging import UUID, Keyset
-from units_api.http.ratelimit import Rate, parse_rate
+from units_api.http.rates import Rate, parse_rate
 from units_api.ids import uuid7
 from units_api.units.filtering import UNIT_CATALOGUE
 

@@ -30,7 +30,7 @@ from units_api.console.web import (
 )
 from units_api.context import AppContext
 from units_api.errors import Unauthorized
-from units_api.http.ratelimit import parse_rate
+from units_api.http.rates import parse_rate
 
 log = logging.getLogger(__name__)
 

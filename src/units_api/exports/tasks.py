@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from units_api.clock import utcnow
-from units_api.config import SettingError
+from units_api.errors import SettingError
 from units_api.exports.formats import ExportError, file_extension
 from units_api.exports.service import KIND, ExportParams, file_key, write_export
 from units_api.jobs.kinds import JobKind

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from dataclasses import dataclass
 from typing import Protocol
 
+from units_api.http.rates import Rate
 from units_api.metrics import count_refusal
 
 log = logging.getLogger(__name__)
-_UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(second|minute|hour|day)\s*$")
-
-
-@dataclass(frozen=True, slots=True)
-class Rate:
-    quota: int
-    window: int
-
-    @property
-    def policy(self) -> str:
-        return f'"default";q={self.quota};w={self.window}'
-
-
-def parse_rate(text: str) -> Rate:
-    """`600/minute` -> Rate(600, 60); raises ValueError on anything else."""
-    match = _RATE.match(text)
-    if not match or int(match.group(1)) < 1:
-        raise ValueError("must look like 600/minute (per second, minute, hour or day)")
-    return Rate(int(match.group(1)), _UNITS[match.group(2)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from typing import IO, Any
 from units_api.clock import format_time
 from units_api.exports.formats import COLUMN_KINDS, ColumnKind
 from units_api.http.json import parse_exact
+from units_api.imports.xlsx import MAX_CELL_CHARS, MAX_LINE_CHARS, open_sheet
 from units_api.jobs.work import JobFailed
 
 FORMATS = ("csv", "jsonl", "xlsx")
@@ -45,12 +46,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 # What an upload may expand to (gzip, or an xlsx's parts) by default
 # (UNITS_API_MAX_IMPORT_EXPANDED_BYTES).
 DEFAULT_MAX_EXPANDED = 2 * 1024**3
-# The most characters a cell (csv, xlsx) may hold: a unit's body is at most
-# UNITS_API_MAX_BODY_BYTES (1 MiB by default), so no field of one is longer.
-MAX_CELL_CHARS = 1024 * 1024
-# The most characters a line or a row of a file may hold (a csv row, a jsonl unit, an xlsx
-# row's text).
-MAX_LINE_CHARS = 4 * MAX_CELL_CHARS
 csv.field_size_limit(MAX_CELL_CHARS)
 
 
@@ -306,8 +301,6 @@ class XlsxReader(_Reader):
         return 0.0 if self._sheet is None else self._sheet.fraction()
 
     def rows(self) -> Iterator[Row]:
-        from units_api.imports.xlsx import open_sheet
-
         with open(self.path, "rb") as file:
             if file.read(4) != XLSX_MAGIC:
                 raise JobFailed("The file is not an xlsx workbook.")

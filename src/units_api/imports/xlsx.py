@@ -29,9 +29,14 @@ from pathlib import Path
 from typing import IO, Any
 from xml.parsers import expat
 
-from units_api.imports.readers import MAX_CELL_CHARS, MAX_LINE_CHARS
 from units_api.jobs.work import JobFailed
 
+# The most characters a cell (csv, xlsx) may hold: a unit's body is at most
+# UNITS_API_MAX_BODY_BYTES (1 MiB by default), so no field of one is longer.
+MAX_CELL_CHARS = 1024 * 1024
+# The most characters a line or a row of a file may hold (a csv row, a jsonl unit, an xlsx
+# row's text).
+MAX_LINE_CHARS = 4 * MAX_CELL_CHARS
 # The shared strings table's budget: its characters (at most 4 bytes each as Python holds
 # them) and a per-string overhead.
 MAX_SHARED_STRINGS_BYTES = 64 * 1024 * 1024
