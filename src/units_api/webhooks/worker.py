@@ -109,17 +109,7 @@ async def fan_out(db: Database) -> int:
                 return total
             now = utcnow()
             rows = [
-                {
-                    "id": uuid7(),
-                    "webhook_id": hook.id,
-                    "event_id": event.id,
-                    "event_pos": event.pos,
-                    "event_type": event.type,
-                    "status": PENDING,
-                    "attempts": 0,
-                    "next_attempt_at": now,
-                    "created_at": now,
-                }
+                repository.new_delivery(hook.id, event.id, event.pos, event.type, now)
                 for event in found
                 for hook in hooks
                 if hook.wants(event)
