@@ -45,6 +45,7 @@ from units_api.units.tables import units
 KIND = "export"
 # Units read and written at a time: the server-side cursor's batch.
 BATCH = 500
+FILE_EXPIRED = "The export's file has expired; ask for a new export."
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +219,7 @@ def ready_file(row: RowMapping) -> ExportFile:
         and row["expires_at"] is not None
         and row["expires_at"] <= utcnow()
     ):
-        raise Gone("The export's file has expired; ask for a new export.")
+        raise Gone(FILE_EXPIRED)
     if status != queue.SUCCEEDED:
         raise Conflict(f"The export is {status}; its file exists once it has succeeded.")
     params = ExportParams.of(orjson.loads(row["params"]))
