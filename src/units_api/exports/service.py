@@ -30,6 +30,7 @@ from units_api.exports.formats import (
     open_writer,
 )
 from units_api.exports.schemas import ExportCreate
+from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.jobs import queue
 from units_api.jobs.work import (
@@ -39,7 +40,7 @@ from units_api.jobs.work import (
 from units_api.process import Writeback, restore_cpu, yield_database_cpu
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
-from units_api.units.filtering import unit_condition
+from units_api.units.filtering import UNIT_CATALOGUE, unit_condition
 from units_api.units.tables import units
 
 KIND = "export"
@@ -84,7 +85,7 @@ def plan(spec: ExportCreate, policy: str | None) -> ExportParams:
     if unknown:
         raise ValidationFailed(unknown)
     if spec.filter is not None:
-        unit_condition(parse_filter(spec.filter, "filter"), "postgresql", "filter")
+        compile_filter(parse_filter(spec.filter, "filter"), UNIT_CATALOGUE, "filter")
     return ExportParams(spec.format, spec.filter, spec.q, spec.fields, spec.compression, policy)
 
 
