@@ -46,7 +46,7 @@ from units_api.units.sorting import SORT_NAMES
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
-StateAction = Callable[[AsyncConnection, uuid.UUID, Any, Principal, str | None], Awaitable[Written]]
+StateAction = Callable[[AsyncConnection, uuid.UUID, Any, str | None, Principal], Awaitable[Written]]
 Update = Callable[
     [Connection, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
@@ -284,12 +284,12 @@ async def bulk_update(request: Request) -> Response:
 async def publishing_action(id: UnitId, request: Request) -> Response:
     readiness = app_context(request).settings.readiness
 
-    async def apply(
-        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
+    async def act(
+        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, if_match: str | None, who: Principal
     ) -> Written:
         return await publishing.act(conn, unit_id, body, if_match, who, readiness)
 
-    return await _state_action(request, id, UNITS_PUBLISH, apply)
+    return await _state_action(request, id, UNITS_PUBLISH, act)
 
 
 @router.put(
@@ -307,16 +307,11 @@ async def publishing_action(id: UnitId, request: Request) -> Response:
     openapi_extra={**json_body("AvailabilityAction"), "parameters": [docs.IF_MATCH]},
 )
 async def availability_action(id: UnitId, request: Request) -> Response:
-    async def apply(
-        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
-    ) -> Written:
-        return await availability.act(conn, unit_id, body, if_match, who)
-
-    return await _state_action(request, id, UNITS_WRITE, apply)
+    return await _state_action(request, id, UNITS_WRITE, availability.act)
 
 
 async def _state_action(
-    request: Request, unit_id: uuid.UUID, scope: str, apply: StateAction
+    request: Request, unit_id: uuid.UUID, scope: str, act: StateAction
 ) -> Response:
     """A state machine's action: one transaction, the unit's new record as the answer."""
     principal = await authorize(request, scope)
@@ -324,7 +319,7 @@ async def _state_action(
     expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
-        written = await apply(conn, unit_id, body.value, principal, expected)
+        written = await act(conn, unit_id, body.value, expected, principal)
     return _unit_response(written)
 
 
