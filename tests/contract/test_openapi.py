@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,6 +142,13 @@ async def test_every_operation_has_a_short_stable_camel_case_operation_id(api: A
     assert len(set(found.values())) == len(found)
     for operation_id in found.values():
         assert operation_id is not None and re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)*", operation_id)
+
+
+def test_the_readme_lists_every_operation_id(project_root: Path) -> None:
+    readme = (project_root / "README.md").read_text()
+    listed = re.search(r"short camelCase `operationId` \(([^)]*)\)", readme)
+    assert listed is not None
+    assert sorted(re.findall(r"`(\w+)`", listed[1])) == sorted(OPERATION_IDS.values())
 
 
 async def test_numbers_in_the_document_come_from_the_code(api: Api) -> None:
