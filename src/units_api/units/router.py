@@ -69,6 +69,8 @@ HISTORY_LIMIT = Limit(default=50, maximum=200)
 UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
 COUNT_BUDGET_SECONDS = DEFAULTS.count_budget_ms / 1000
+# The longest list filter any URL holds (a longer one goes in the query endpoint's body).
+FILTER_ROOM = docs.url_room(f"{router.prefix}/", "p")
 
 
 def unit_location(unit_id: object) -> str:
@@ -132,9 +134,12 @@ def _unit_response(written: Written, status: int = 200) -> Response:
             docs.query(
                 "p",
                 "Filter (RSQL), e.g. `city==Cairo;price=ge=1000000`. The URL may be up to "
-                f"{MAX_URL_BYTES:,} bytes (a longer one is a 414): a longer filter goes in the "
-                "query endpoint's body.",
-                {"type": "string", "maxLength": MAX_FILTER_LENGTH},
+                f"{MAX_URL_BYTES:,} bytes (a longer one is a 414), and a character may take "
+                f"up to {docs.ENCODED_CHAR_BYTES} of them percent-encoded: a filter of "
+                f"{FILTER_ROOM:,} characters always fits, a longer one only while the URL "
+                "does. A filter of up to "
+                f"{MAX_FILTER_LENGTH:,} characters goes in the query endpoint's body.",
+                {"type": "string", "maxLength": FILTER_ROOM},
             ),
             docs.query(
                 "q",
