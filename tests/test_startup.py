@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import PG_URL, _admin_sql, fresh_postgres, need_service, served_sqlite
+from tests.conftest import PG_URL, Api, _admin_sql, fresh_postgres, need_service, served_sqlite
 from tests.test_cli import free_port
 from units_api.config import (
     PREFIX,
@@ -278,6 +278,23 @@ def test_docs_and_redoc_load_only_files_the_server_serves(tmp_path: Path) -> Non
         missing = httpx.get(f"{base}/docs/assets/nothing.js")
         assert missing.status_code == 404
         assert missing.headers["content-type"] == "application/problem+json"
+
+
+# Where a page or a script loads something from: a tag's src or href, a script's src, CSS's url().
+LOADED_FROM_ELSEWHERE = re.compile(
+    r"""(?:\b(?:src|href)\s*=\s*["']|\bsrc\s*:\s*["'`]|url\(\s*["']?)(?:https?:)?//"""
+)
+
+
+async def test_redoc_loads_nothing_from_another_host(api: Api) -> None:
+    page = await api.client.get("/redoc")
+    assert page.status_code == 200
+    scripts = re.findall(r'<script src="([^"]+)"', page.text)
+    assert scripts
+    texts = [page.text, *[(await api.client.get(url)).text for url in scripts]]
+    for text in texts:
+        assert LOADED_FROM_ELSEWHERE.search(text) is None
+        assert "cdn.redoc.ly" not in text
 
 
 def test_migrations_the_user_may_not_run_are_named(tmp_path: Path) -> None:

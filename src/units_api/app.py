@@ -44,6 +44,7 @@ from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
+from units_api.http.redoc import add_redoc
 from units_api.http.tracing import TracingMiddleware
 from units_api.imports.router import router as imports_router
 from units_api.jobs.storage import open_storage
@@ -222,14 +223,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await context.results.close()
             await context.db.dispose()
 
-    # Swagger UI and ReDoc from the files fastapi-offline ships: the pages work offline.
+    # Swagger UI and ReDoc from the files fastapi-offline ships (ReDoc through http/redoc.py,
+    # which leaves out its logo from a CDN): the pages work offline.
     app = FastAPIOffline(
         title="Units API",
         lifespan=lifespan,
         redirect_slashes=False,
         default_response_class=JSONResponse,
         docs_url="/docs",
-        redoc_url="/redoc",
+        redoc_url=None,
         static_url=DOCS_ASSETS,
         openapi_url="/openapi.json",
         swagger_ui_parameters={"validatorUrl": None},
@@ -237,6 +239,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # double them, and its check for them costs every request.
         telemetry={"tracing": False, "metrics": False, "logs": False, "operation_spans": False},
     )
+    add_redoc(app, "/redoc", DOCS_ASSETS)
     for router in ROUTERS:
         app.include_router(router)
     app.router.routes.insert(0, Prefixed(console_web.PREFIX, console_routes))

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import schemathesis
@@ -19,6 +22,7 @@ from units_api.config import DEFAULTS
 from units_api.errors import InvalidHeader, InvalidParameter
 from units_api.http.docs import comma_list
 from units_api.http.etag import IF_MATCH_PATTERN, if_match
+from units_api.http.middleware import MAX_URL_BYTES
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.fields import SORTABLE
 from units_api.units.listing import LIST_LIMIT, MAX_DEPTH, parse_list_params
@@ -143,6 +147,13 @@ async def test_every_operation_has_a_short_stable_camel_case_operation_id(api: A
         assert operation_id is not None and re.fullmatch(r"[a-z]+(?:[A-Z][a-z]+)*", operation_id)
 
 
+def test_the_readme_lists_every_operation_id(project_root: Path) -> None:
+    readme = (project_root / "README.md").read_text()
+    listed = re.search(r"short camelCase `operationId` \(([^)]*)\)", readme)
+    assert listed is not None
+    assert sorted(re.findall(r"`(\w+)`", listed[1])) == sorted(OPERATION_IDS.values())
+
+
 async def test_numbers_in_the_document_come_from_the_code(api: Api) -> None:
     document = await document_of(api)
     paths = document["paths"]
@@ -171,6 +182,26 @@ async def test_numbers_in_the_document_come_from_the_code(api: Api) -> None:
     limit = document["components"]["schemas"]["QueryRequest"]["properties"]["limit"]
     assert (limit["maximum"], limit["default"]) == (QUERY_LIMIT.maximum, QUERY_LIMIT.default)
     assert all(f"`{name}`" in document["info"]["description"] for name in SEARCH_FIELDS)
+
+
+async def test_every_query_parameter_s_max_length_fits_in_a_url(api: Api) -> None:
+    """A value of `maxLength` of the widest characters (four UTF-8 bytes, percent-encoded) is
+    never a 414: a value the document allows is one the URL holds."""
+    widest = chr(0x10FFFF)
+    checked = set()
+    for path, operations in (await document_of(api))["paths"].items():
+        target = re.sub(r"\{[^}]+\}", str(uuid.uuid4()), path)
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                most = parameter["schema"].get("maxLength")
+                if parameter["in"] != "query" or most is None:
+                    continue
+                url = f"{target}?{parameter['name']}={quote(widest * most)}"
+                assert len(url) <= MAX_URL_BYTES, (path, parameter["name"])
+                response = await api.request(method, url)
+                assert response.status_code != 414, (path, parameter["name"])
+                checked.add(parameter["name"])
+    assert {"p", "q"} <= checked
 
 
 async def test_parameters_say_what_the_server_checks(api: Api) -> None:

@@ -13,11 +13,10 @@ import asyncio
 import itertools
 import os
 import random
-import subprocess
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,7 +27,8 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import CLI, READY_UNIT, cli_admin_key, fresh_postgres, wait_until_ready
+from tests.conftest import READY_UNIT, cli_admin_key, fresh_postgres
+from tests.processes import serving
 from tests.test_cli import free_port
 from units_api.migrate import upgrade
 
@@ -81,21 +81,6 @@ class Follower:
     late: list[str] = field(default_factory=list)  # acknowledged, absent when at the end
 
 
-@contextmanager
-def server(env: dict[str, str], port: int, log: Path) -> Iterator[str]:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [*CLI, "serve", "--port", str(port)], env=env, stdout=out, stderr=out
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_until_ready(base)
-            yield base
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-
-
 async def slow_commits(url: str) -> None:
     """Every commit of the database waits COMMIT_DELAY_US before its flush, as on a slow
     disk: a transaction's events, their insert-time numbers taken, stay unseen for longer,
@@ -129,7 +114,7 @@ def two_servers(tmp_path: Path) -> Iterator[tuple[list[str], str]]:
         key = cli_admin_key(env)
         with ExitStack() as stack:
             bases = [
-                stack.enter_context(server(env, free_port(), tmp_path / f"server{i}.log"))
+                stack.enter_context(serving(env, free_port(), tmp_path / f"server{i}.log"))
                 for i in range(2)
             ]
             yield bases, key

@@ -25,7 +25,6 @@ from units_api.clock import format_time, utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.exports.formats import (
-    DOCUMENT_ORDER,
     STATUS_COLUMNS,
     XLSX_DATE_FORMAT,
     XLSX_MAX_WIDTH,
@@ -38,6 +37,7 @@ from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
 from units_api.sample_data import fake_unit
+from units_api.units.schemas import DOCUMENT_ORDER
 
 EXPORTS = "/api/v2/units/exports"
 FORMULA = "=1+1"

@@ -10,50 +10,30 @@ import signal
 import subprocess
 import uuid
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import httpx
 
-from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
-from tests.test_cli import free_port
-from tests.webhooks.test_workers import start_worker, stop
+from tests import processes
+from tests.conftest import CLI
+from tests.processes import Deployed, start_worker, stop
 from units_api.http.json import dumps
-from units_api.migrate import upgrade
 
 EXPORTS = "/api/v2/units/exports"
 IMPORTS = "/api/v2/units/imports"
 
 
-@contextmanager
-def deployment(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, dict[str, str]]]:
+def deployment(tmp_path: Path) -> AbstractContextManager[Deployed]:
     """A database of its own and a server that leaves jobs to workers (short leases)."""
-    with fresh_postgres("units_jobs") as url, ExitStack() as stack:
-        upgrade(url)
-        env = {
-            **os.environ,
-            "UNITS_API_DATABASE_URL": url,
-            "UNITS_API_ACCESS_LOG": "false",
-            "UNITS_API_RUN_JOBS": "false",
-            "UNITS_API_JOB_LEASE_SECONDS": "3",
-            "UNITS_API_JOB_POLL_SECONDS": "0.2",
-            "UNITS_API_FILES_DIR": str(tmp_path / "files"),
-            "UNITS_API_RATE_LIMIT": "100000/minute",
-        }
-        headers = {"Authorization": f"Bearer {cli_admin_key(env)}"}
-        port = free_port()
-        log = stack.enter_context((tmp_path / "server.log").open("wb"))
-        server = subprocess.Popen(
-            [*CLI, "serve", "--port", str(port)], env=env, stdout=log, stderr=log
-        )
-        stack.callback(server.wait, 20)
-        stack.callback(server.terminate)
-        base = f"http://127.0.0.1:{port}"
-        wait_until_ready(base)
-        yield env, base, headers
+    settings = {
+        "UNITS_API_JOB_LEASE_SECONDS": "3",
+        "UNITS_API_JOB_POLL_SECONDS": "0.2",
+        "UNITS_API_FILES_DIR": str(tmp_path / "files"),
+    }
+    return processes.deployment(tmp_path, "units_jobs", settings)
 
 
 async def job_rows(url: str) -> dict[str, Any]:

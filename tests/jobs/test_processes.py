@@ -7,15 +7,14 @@ import os
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 from sqlalchemy import func, select
 
-from tests.conftest import CLI, READY_UNIT, Api, cli_admin_key, start_api, wait_until_ready
+from tests.conftest import CLI, READY_UNIT, Api, cli_admin_key, start_api
+from tests.processes import serving
 from tests.test_cli import free_port
 from units_api.config import Settings
 from units_api.events.tables import events
@@ -25,30 +24,13 @@ def soon(seconds: float) -> str:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
-@contextmanager
-def server(env: dict[str, str], port: int) -> Iterator[str]:
-    process = subprocess.Popen(
-        [*CLI, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_ready(base)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
-
-
 def test_a_publication_due_while_the_server_was_down_happens_once(tmp_path: Path) -> None:
     database = f"sqlite:///{tmp_path}/restart.db"
     env = {**os.environ, "UNITS_API_DATABASE_URL": database, "UNITS_API_ACCESS_LOG": "false"}
     subprocess.run([*CLI, "migrate"], env=env, check=True, capture_output=True)
     headers = {"Authorization": f"Bearer {cli_admin_key(env)}"}
     port = free_port()
-    with server(env, port) as base:
+    with serving(env, port) as base:
         unit = httpx.post(f"{base}/api/v2/units/", json=READY_UNIT, headers=headers).json()
         scheduled = httpx.put(
             f"{base}/api/v2/units/publishing-actions/{unit['id']}",
@@ -57,7 +39,7 @@ def test_a_publication_due_while_the_server_was_down_happens_once(tmp_path: Path
         )
         assert scheduled.json()["publishing"]["status"] == "scheduled"
     time.sleep(3.5)  # the time passes while nothing runs
-    with server(env, port) as base:
+    with serving(env, port) as base:
         deadline = time.monotonic() + 15
         status = None
         while time.monotonic() < deadline:

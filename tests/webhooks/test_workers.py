@@ -4,59 +4,26 @@ middle of deliveries, and two workers sharing the work."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
-from tests.test_cli import free_port
+from tests import processes
+from tests.processes import Deployed, start_worker, stop
 from tests.webhooks.receiver import receiver
-from units_api.migrate import upgrade
 
 
-@contextmanager
-def deployment(tmp_path: Path) -> Iterator[tuple[dict[str, str], str, dict[str, str]]]:
+def deployment(tmp_path: Path) -> AbstractContextManager[Deployed]:
     """A database of its own and a server that leaves background work to workers."""
-    with fresh_postgres("units_hooks") as url, ExitStack() as stack:
-        upgrade(url)
-        env = {
-            **os.environ,
-            "UNITS_API_DATABASE_URL": url,
-            "UNITS_API_ACCESS_LOG": "false",
-            "UNITS_API_RUN_JOBS": "false",
-            "UNITS_API_WEBHOOK_ALLOW_PRIVATE": "true",
-            "UNITS_API_WEBHOOK_TIMEOUT_SECONDS": "3",
-            "UNITS_API_RATE_LIMIT": "100000/minute",
-        }
-        headers = {"Authorization": f"Bearer {cli_admin_key(env)}"}
-        port = free_port()
-        log = stack.enter_context((tmp_path / "server.log").open("wb"))
-        server = subprocess.Popen(
-            [*CLI, "serve", "--port", str(port)], env=env, stdout=log, stderr=log
-        )
-        stack.callback(server.wait, 20)
-        stack.callback(server.terminate)
-        base = f"http://127.0.0.1:{port}"
-        wait_until_ready(base)
-        yield env, base, headers
-
-
-def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen([*CLI, "worker"], env=env, stdout=out, stderr=out)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        process.wait(20)
+    settings = {
+        "UNITS_API_WEBHOOK_ALLOW_PRIVATE": "true",
+        "UNITS_API_WEBHOOK_TIMEOUT_SECONDS": "3",
+    }
+    return processes.deployment(tmp_path, "units_hooks", settings)
 
 
 async def event_ids(client: httpx.AsyncClient, count: int) -> list[str]:

@@ -5,30 +5,25 @@ to the API as the session's key (console/api.py)."""
 from __future__ import annotations
 
 import asyncio
-import html
 from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import orjson
-from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
-from units_api.console import forms, maps
+from units_api.console import cells, forms, maps
 from units_api.console.api import Answer
-from units_api.console.i18n import Language
 from units_api.console.web import (
     PREFIX,
     Page,
     error_page,
     redirect,
     signed_in,
-    status,
     text_of,
-    unit_name,
 )
 from units_api.units.fields import SORTABLE
 from units_api.units.states import AVAILABILITY, PUBLISHING
@@ -136,48 +131,13 @@ async def units_page(page: Page) -> Response:
         meta=_pages(data.get("meta") or {}),
         links=links,
         problem=problem,
-        rows=_rows(units, page.language),
+        rows=cells.rows(units, page.language),
         map=shown,
-        marks=_marks(shown, page.language),
+        marks=cells.marks(shown, page.language),
         sorts=tuple(SORTABLE),
         publishing_states=PUBLISHING_STATES,
         availability_states=AVAILABILITY_STATES,
         may_write=page.may(UNITS_WRITE),
-    )
-
-
-def _rows(units: list[dict[str, Any]], language: Language) -> Markup:
-    """The list's rows, written here for the reason `_nested_tables` gives; every value
-    escaped. A field the key may not read is an empty cell."""
-    rows = []
-    for unit in units:
-        publishing = (unit.get("publishing") or {}).get("status")
-        availability = (unit.get("availability") or {}).get("status")
-        rows.append(
-            f'<tr><td><a href="{PREFIX}/units/{_text(unit.get("id") or "")}" dir="auto">'
-            f"{_text(unit_name(unit, language))}</a></td>"
-            f'<td dir="auto">{_text(unit.get("type") or "")}</td>'
-            f'<td dir="auto">{_text(unit.get("city") or "")}</td>'
-            f'<td class="num">{_text(language.number(unit.get("price")))}</td>'
-            f"<td>{status(publishing, language.t) if publishing else ''}</td>"
-            f"<td>{status(availability, language.t) if availability else ''}</td>"
-            f"<td>{_text(language.time(unit.get('updatedAt')))}</td></tr>"
-        )
-    return Markup("\n".join(rows))  # noqa: S704 - each value in it escaped above
-
-
-def _marks(shown: dict[str, Any] | None, language: Language) -> Markup:
-    """The map's points, each a link to its unit, named in its title."""
-    if shown is None:
-        return Markup()
-    radius = shown["radius"]
-    return Markup(  # noqa: S704 - each value in it escaped here
-        "".join(
-            f'<a href="{PREFIX}/units/{_text(point["unit"].get("id") or "")}">'
-            f'<circle class="point" cx="{point["x"]}" cy="{point["y"]}" r="{radius}">'
-            f"<title>{_text(unit_name(point['unit'], language))}</title></circle></a>"
-            for point in shown["points"]
-        )
     )
 
 
@@ -209,8 +169,8 @@ async def unit_page(page: Page) -> Response:
         unit=unit,
         history=history.data["data"] if history.ok else [],
         older=history.data["nextCursor"] if history.ok else None,
-        details=_details(unit, page.language),
-        tables=_nested_tables(unit, page.language),
+        details=cells.details(unit, page.language),
+        tables=cells.nested_tables(unit, page.language),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)
         else [],
@@ -220,110 +180,6 @@ async def unit_page(page: Page) -> Response:
         may_write=page.may(UNITS_WRITE),
         done=page.request.query_params.get("done"),
     )
-
-
-# Shown first on an Arabic page: the unit's Arabic texts.
-ARABIC_FIRST = ("unitNameAr", "unitDescAr", "unitShortDescAr")
-
-
-def _details(unit: dict[str, Any], language: Language) -> Markup:
-    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value),
-    written here for the reason `_nested_tables` gives; every value escaped."""
-    first = ARABIC_FIRST if language.code == "ar" else ()
-    items = [
-        _item(name, language, f'<dd dir="auto">{_text(unit.get(name) or "")}</dd>')
-        for name in first
-    ]
-    for field in forms.unit_form().scalars:
-        if field.name in first:
-            continue
-        value = unit.get(field.name)
-        if field.kind in ("number", "whole"):
-            shown = f'<dd class="num">{_text(language.number(value))}</dd>'
-        elif field.kind == "url" and value:
-            link = _text(value)
-            shown = f'<dd dir="auto"><a href="{link}" rel="noopener noreferrer">{link}</a></dd>'
-        else:
-            shown = f'<dd dir="auto">{_text("" if value is None else value)}</dd>'
-        items.append(_item(field.name, language, shown))
-    location = unit.get("unitLocation") or {}
-    coordinates = location.get("coordinates") or ()
-    where = ", ".join(_text(language.number(value)) for value in coordinates[:2])
-    items.append(_item("unitLocation", language, f'<dd dir="ltr">{where}</dd>'))
-    expense = unit.get("expense") or {}
-    cost = (
-        f"{_text(expense.get('name') or '')} {_text(language.number(expense.get('value')))}"
-        if expense
-        else ""
-    )
-    items.append(_item("expense", language, f'<dd dir="auto">{cost}</dd>'))
-    gallery = "".join(
-        f'<li><a href="{_text(url)}" rel="noopener noreferrer">{_text(url)}</a></li>'
-        for url in unit.get("gallery") or ()
-    )
-    items.append(_item("gallery", language, f"<dd>{f'<ul>{gallery}</ul>' if gallery else ''}</dd>"))
-    for text, name in (("Created", "createdAt"), ("Updated", "updatedAt")):
-        items.append(
-            f"<dt>{_text(language.t(text))}</dt><dd>{_text(language.time(unit.get(name)))}</dd>"
-        )
-    return Markup("".join(items))  # noqa: S704 - each value in it escaped above
-
-
-def _item(name: str, language: Language, value: str) -> str:
-    return f'<dt title="{_text(name)}">{_text(language.field(name))}</dt>{value}'
-
-
-def _nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, Any]]:
-    """The unit's lists of objects as tables, their rows written here: a unit may hold a
-    thousand readings, and a template spends many times longer on each cell."""
-    shown = []
-    for table in forms.unit_form().tables:
-        items = unit.get(table.name) or []
-        if not items:
-            continue
-        # Every value escaped in _cell; joined as plain text (Markup's own format and join
-        # cost the page more than its template).
-        rows = Markup(  # noqa: S704 - each value in it escaped by _cell
-            "".join(
-                "<tr>"
-                + "".join(
-                    _cell(column, item.get(column.name), language) for column in table.columns
-                )
-                + "</tr>"
-                for item in items
-            )
-        )
-        head = Markup(  # noqa: S704 - each name and label escaped here
-            "".join(
-                f'<th scope="col" title="{_text(column.name)}">'
-                f"{_text(language.field(column.name))}</th>"
-                for column in table.columns
-            )
-        )
-        shown.append(
-            {
-                "name": table.name,
-                "label": language.field(table.name),
-                "head": head,
-                "rows": rows,
-            }
-        )
-    return shown
-
-
-def _cell(column: forms.Field, value: Any, language: Language) -> str:
-    """One cell's HTML, its value escaped."""
-    if column.kind in ("number", "whole"):
-        return f'<td class="num">{_text(language.number(value))}</td>'
-    if column.kind == "bool":
-        return f"<td>{_text(language.number(value))}</td>"
-    return f'<td dir="auto">{_text("" if value is None else value)}</td>'
-
-
-def _text(value: object) -> str:
-    """A value as HTML text. `html.escape` returns a plain string; markupsafe's `escape` makes
-    a Markup of each value, three times the cost on a page of hundreds of values."""
-    return html.escape(value if isinstance(value, str) else str(value))
 
 
 def _allowed(table: dict[str, dict[str, str]], state: str) -> list[str]:

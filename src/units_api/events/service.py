@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from units_api.errors import CursorExpired, InvalidParameter
 from units_api.events import repository
 from units_api.events.render import render_event
 from units_api.events.types import EVENT_TYPES
+from units_api.filters.evaluate import Predicate
 from units_api.http.json import load_stored
 from units_api.http.paging import Limit
 
@@ -25,7 +26,6 @@ FEED_LIMIT = Limit(default=100, maximum=1000)
 SCAN_PAGES = 10
 PRUNE_BATCH = 10_000
 _POSITION = re.compile(r"^[0-9]{1,18}$")
-Admit = Callable[[dict[str, Any]], bool]
 
 
 def parse_after(raw: str | None) -> int | None:
@@ -54,7 +54,9 @@ def event_unit(row: Row[Any] | Any) -> dict[str, Any] | None:
     return unit
 
 
-def _admitted(row: Row[Any], admit: Admit | None) -> bool:
+def admitted(row: Row[Any], admit: Predicate | None) -> bool:
+    """Whether an event is for a caller whose policy is `admit` (None: every event); a job
+    event is only for a caller without one."""
     if admit is None:
         return True
     unit = event_unit(row)
@@ -66,7 +68,7 @@ async def read_feed(
     after: int | None,
     limit: int,
     types: Sequence[str],
-    admit: Admit | None,
+    admit: Predicate | None,
 ) -> bytes:
     """A page of the feed as the response body, once the caller has numbered what committed
     before it (`sequencer.sequence`, in transactions of its own). `admit`: the key's policy
@@ -94,7 +96,7 @@ async def read_feed(
         rows = await repository.page(conn, cursor, head, asked, types)
         for row in rows:
             cursor = row.pos
-            if _admitted(row, admit):
+            if admitted(row, admit):
                 items.append(render_event(row))
                 if len(items) == limit:
                     break

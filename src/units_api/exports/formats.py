@@ -28,7 +28,7 @@ from typing import IO, Any, Literal, Protocol
 from units_api.filters.fields import Kind
 from units_api.process import release_freed_memory
 from units_api.units.filtering import UNIT_CATALOGUE
-from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.schemas import DOCUMENT_ORDER
 
 Format = Literal["csv", "jsonl", "xlsx", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "jsonl", "xlsx", "parquet")
@@ -40,16 +40,6 @@ MEDIA_TYPES = {
     "parquet": "application/vnd.apache.parquet",
 }
 GZIP_MEDIA_TYPE = "application/gzip"
-# A document's fields in the order the API writes them.
-DOCUMENT_ORDER = (
-    "id",
-    *EDITABLE_FIELDS,
-    "createdAt",
-    "updatedAt",
-    "version",
-    "publishing",
-    "availability",
-)
 XLSX_MAX_ROWS = 1_048_576 - 1  # a sheet's rows, less the header
 XLSX_MAX_CELL = 32_767  # characters a cell holds
 # The server's times, written to xlsx as date cells (a client's `readingDate`, inside

@@ -191,5 +191,5 @@ def _missing(storage: Storage, file: service.ExportFile, this_machine: str) -> E
     """Why a ready export's file is not in `storage`: kept on another machine, or gone."""
     machine = holder(storage, file.place)
     if machine is None:
-        return Gone("The export's file has expired; ask for a new export.")
+        return Gone(service.FILE_EXPIRED)
     return FileOnAnotherMachine("The export's file", machine, this_machine)

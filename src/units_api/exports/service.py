@@ -22,7 +22,6 @@ from units_api.db import Database, driver_connection
 from units_api.errors import Conflict, Gone, ValidationFailed
 from units_api.exports.formats import (
     COMPRESSIBLE,
-    DOCUMENT_ORDER,
     GZIP_MEDIA_TYPE,
     MEDIA_TYPES,
     columns_for,
@@ -30,6 +29,7 @@ from units_api.exports.formats import (
     open_writer,
 )
 from units_api.exports.schemas import ExportCreate
+from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.jobs import queue
 from units_api.jobs.work import (
@@ -39,12 +39,14 @@ from units_api.jobs.work import (
 from units_api.process import Writeback, restore_cpu, yield_database_cpu
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
-from units_api.units.filtering import unit_condition
+from units_api.units.filtering import UNIT_CATALOGUE, unit_condition
+from units_api.units.schemas import DOCUMENT_ORDER
 from units_api.units.tables import units
 
 KIND = "export"
 # Units read and written at a time: the server-side cursor's batch.
 BATCH = 500
+FILE_EXPIRED = "The export's file has expired; ask for a new export."
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ def plan(spec: ExportCreate, policy: str | None) -> ExportParams:
     if unknown:
         raise ValidationFailed(unknown)
     if spec.filter is not None:
-        unit_condition(parse_filter(spec.filter, "filter"), "postgresql", "filter")
+        compile_filter(parse_filter(spec.filter, "filter"), UNIT_CATALOGUE, "filter")
     return ExportParams(spec.format, spec.filter, spec.q, spec.fields, spec.compression, policy)
 
 
@@ -218,7 +220,7 @@ def ready_file(row: RowMapping) -> ExportFile:
         and row["expires_at"] is not None
         and row["expires_at"] <= utcnow()
     ):
-        raise Gone("The export's file has expired; ask for a new export.")
+        raise Gone(FILE_EXPIRED)
     if status != queue.SUCCEEDED:
         raise Conflict(f"The export is {status}; its file exists once it has succeeded.")
     params = ExportParams.of(orjson.loads(row["params"]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 from units_api.http.etag import ETAG_PATTERN, IF_MATCH_PATTERN
 from units_api.http.idempotency import KEY_SCHEMA, REPLAYED
@@ -30,6 +31,8 @@ _DESCRIPTIONS = {
     429: "Rate limit exceeded (see Retry-After)",
 }
 AUTH = (401, 403, 429)
+# The most bytes a character of a query value takes in a URL: four of UTF-8, percent-encoded.
+ENCODED_CHAR_BYTES = len(quote(chr(0x10FFFF)))
 STRING: dict[str, Any] = {"type": "string"}
 _RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
     "ETag": {
@@ -100,6 +103,12 @@ def _parameter(name: str, where: str, description: str, schema: dict[str, Any]) 
 def query(name: str, description: str, schema: dict[str, Any] = STRING) -> dict[str, Any]:
     """A documented query parameter that the handler reads itself (no per-request binding)."""
     return _parameter(name, "query", description, schema)
+
+
+def url_room(path: str, name: str) -> int:
+    """The most characters (as `maxLength` counts them) of a query parameter's value that fit
+    in the URL beside the path, whatever the characters."""
+    return (MAX_URL_BYTES - len(f"{path}?{name}=")) // ENCODED_CHAR_BYTES
 
 
 def header(name: str, description: str, schema: dict[str, Any] = STRING) -> dict[str, Any]:

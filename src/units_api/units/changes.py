@@ -20,7 +20,7 @@ positions at once (see `events/sequencer.py`), and the points' R*Tree is kept be
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -36,6 +36,7 @@ from units_api.db import EVENTS_WRITTEN, Connection, Number, driver_connection
 from units_api.errors import Forbidden
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
+from units_api.filters.evaluate import Predicate
 from units_api.http.json import dumps_plain
 from units_api.ids import uuid7
 from units_api.search.words import (
@@ -50,7 +51,6 @@ from units_api.units.record import UnitRecord, actor_text, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
 Kind = Literal["insert", "update", "delete"]
-Admit = Callable[[dict[str, Any]], bool]
 # From this many units an insert is copied in (COPY) rather than sent as arrays.
 COPY_FROM = 500
 
@@ -95,7 +95,7 @@ class Rows:
 
 
 def prepare(
-    kind: Kind, batch: Sequence[Change], actor: dict[str, Any], admit: Admit | None = None
+    kind: Kind, batch: Sequence[Change], actor: dict[str, Any], admit: Predicate | None = None
 ) -> Rows:
     """The rows of a batch; moves updated and deleted records to their next version. A
     record that `admit` refuses (as it will be stored) is Forbidden, and nothing is made."""
@@ -154,7 +154,7 @@ async def write(
     batch: Sequence[Change],
     actor: dict[str, Any],
     last: bool = False,
-    admit: Admit | None = None,
+    admit: Predicate | None = None,
 ) -> None:
     """Write a batch of one kind of change (inserts, updates or deletes) in `conn`'s
     transaction. `last`: the operation runs no statement after this one. `admit`: the

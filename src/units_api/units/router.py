@@ -46,7 +46,7 @@ from units_api.units.sorting import SORT_NAMES
 from units_api.validation import parse_model
 
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
-StateAction = Callable[[AsyncConnection, uuid.UUID, Any, Principal, str | None], Awaitable[Written]]
+StateAction = Callable[[AsyncConnection, uuid.UUID, Any, str | None, Principal], Awaitable[Written]]
 Update = Callable[
     [Connection, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
@@ -69,6 +69,8 @@ HISTORY_LIMIT = Limit(default=50, maximum=200)
 UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
 COUNT_BUDGET_SECONDS = DEFAULTS.count_budget_ms / 1000
+# The longest list filter any URL holds (a longer one goes in the query endpoint's body).
+FILTER_ROOM = docs.url_room(f"{router.prefix}/", "p")
 
 
 def unit_location(unit_id: object) -> str:
@@ -132,9 +134,12 @@ def _unit_response(written: Written, status: int = 200) -> Response:
             docs.query(
                 "p",
                 "Filter (RSQL), e.g. `city==Cairo;price=ge=1000000`. The URL may be up to "
-                f"{MAX_URL_BYTES:,} bytes (a longer one is a 414): a longer filter goes in the "
-                "query endpoint's body.",
-                {"type": "string", "maxLength": MAX_FILTER_LENGTH},
+                f"{MAX_URL_BYTES:,} bytes (a longer one is a 414), and a character may take "
+                f"up to {docs.ENCODED_CHAR_BYTES} of them percent-encoded: a filter of "
+                f"{FILTER_ROOM:,} characters always fits, a longer one only while the URL "
+                "does. A filter of up to "
+                f"{MAX_FILTER_LENGTH:,} characters goes in the query endpoint's body.",
+                {"type": "string", "maxLength": FILTER_ROOM},
             ),
             docs.query(
                 "q",
@@ -284,12 +289,12 @@ async def bulk_update(request: Request) -> Response:
 async def publishing_action(id: UnitId, request: Request) -> Response:
     readiness = app_context(request).settings.readiness
 
-    async def apply(
-        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
+    async def act(
+        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, if_match: str | None, who: Principal
     ) -> Written:
         return await publishing.act(conn, unit_id, body, if_match, who, readiness)
 
-    return await _state_action(request, id, UNITS_PUBLISH, apply)
+    return await _state_action(request, id, UNITS_PUBLISH, act)
 
 
 @router.put(
@@ -307,16 +312,11 @@ async def publishing_action(id: UnitId, request: Request) -> Response:
     openapi_extra={**json_body("AvailabilityAction"), "parameters": [docs.IF_MATCH]},
 )
 async def availability_action(id: UnitId, request: Request) -> Response:
-    async def apply(
-        conn: AsyncConnection, unit_id: uuid.UUID, body: Any, who: Principal, if_match: str | None
-    ) -> Written:
-        return await availability.act(conn, unit_id, body, if_match, who)
-
-    return await _state_action(request, id, UNITS_WRITE, apply)
+    return await _state_action(request, id, UNITS_WRITE, availability.act)
 
 
 async def _state_action(
-    request: Request, unit_id: uuid.UUID, scope: str, apply: StateAction
+    request: Request, unit_id: uuid.UUID, scope: str, act: StateAction
 ) -> Response:
     """A state machine's action: one transaction, the unit's new record as the answer."""
     principal = await authorize(request, scope)
@@ -324,7 +324,7 @@ async def _state_action(
     expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes)
     async with context.db.transaction() as conn:
-        written = await apply(conn, unit_id, body.value, principal, expected)
+        written = await act(conn, unit_id, body.value, expected, principal)
     return _unit_response(written)
 
 

@@ -160,6 +160,9 @@ SERVER_FIELDS: tuple[str, ...] = (
     "publishing",
     "availability",
 )
+# A document's fields in the order the API writes them (`record.UnitRecord.document`): the
+# id, the client's fields, then the rest of the server's.
+DOCUMENT_ORDER = (SERVER_FIELDS[0], *EDITABLE_FIELDS, *SERVER_FIELDS[1:])
 OBJECT_FIELDS: dict[str, type[BaseModel]] = {"unitLocation": UnitLocation, "expense": Expense}
 
 

@@ -17,6 +17,7 @@ import orjson
 from units_api.clock import format_time, utcnow
 from units_api.db import Connection
 from units_api.errors import NotFound, ValidationFailed
+from units_api.filters.evaluate import Predicate
 from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
@@ -78,7 +79,7 @@ def _check_body_id(body: Mapping[str, Any], unit_id: uuid.UUID) -> None:
         raise ValidationFailed([("id", "must match the unit id in the path")])
 
 
-def _admit(who: Caller) -> changes.Admit | None:
+def _admit(who: Caller) -> Predicate | None:
     """The caller's policy as a test of a unit's document (None: every unit)."""
     return None if who.policy_tree is None else unit_predicate(who.policy_tree)
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import UTCDateTime
 from units_api.errors import bound_error
+from units_api.ids import uuid7
 from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attempts, webhooks
 
 PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
@@ -67,6 +68,27 @@ async def remove(conn: AsyncConnection, webhook_id: uuid.UUID) -> None:
 
 
 # --- deliveries -------------------------------------------------------------------------
+
+
+def new_delivery(
+    webhook_id: uuid.UUID,
+    event_id: uuid.UUID,
+    event_pos: int | None,
+    event_type: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """A delivery's row: pending, not yet attempted, due now."""
+    return {
+        "id": uuid7(),
+        "webhook_id": webhook_id,
+        "event_id": event_id,
+        "event_pos": event_pos,
+        "event_type": event_type,
+        "status": PENDING,
+        "attempts": 0,
+        "next_attempt_at": now,
+        "created_at": now,
+    }
 
 
 async def insert_deliveries(conn: AsyncConnection, rows: list[dict[str, Any]]) -> None:

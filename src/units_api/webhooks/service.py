@@ -258,17 +258,9 @@ async def redeliver(
     if found["event_pos"] is None or not await events_repository.at(conn, [found["event_pos"]]):
         raise Gone("The event of this delivery is no longer kept.")
     now = utcnow()
-    row = {
-        "id": uuid7(),
-        "webhook_id": webhook_id,
-        "event_id": found["event_id"],
-        "event_pos": found["event_pos"],
-        "event_type": found["event_type"],
-        "status": PENDING,
-        "attempts": 0,
-        "next_attempt_at": now,
-        "created_at": now,
-    }
+    row = repository.new_delivery(
+        webhook_id, found["event_id"], found["event_pos"], found["event_type"], now
+    )
     await repository.insert_deliveries(conn, [row])
     created = await repository.delivery(conn, webhook_id, row["id"])
     assert created is not None
@@ -300,13 +292,7 @@ async def record_test(
     if await repository.by_id(conn, webhook_id, lock=True) is None:
         return
     now = utcnow()
-    delivery_id = uuid7()
-    delivery = {
-        "id": delivery_id,
-        "webhook_id": webhook_id,
-        "event_id": event_id,
-        "event_pos": None,
-        "event_type": TEST_EVENT_TYPE,
+    delivery = repository.new_delivery(webhook_id, event_id, None, TEST_EVENT_TYPE, now) | {
         "status": SUCCEEDED if attempt.ok else FAILED,
         "attempts": 1,
         "next_attempt_at": None,
@@ -315,8 +301,8 @@ async def record_test(
         "last_error": attempt.error,
         "last_duration_ms": attempt.duration_ms,
         "last_response": attempt.response,
-        "created_at": now,
     }
+    delivery_id = delivery["id"]
     await repository.insert_deliveries(conn, [delivery])
     if not attempt.ok:
         log.warning(

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -32,7 +31,8 @@ from units_api.db import Database
 from units_api.errors import bound_error
 from units_api.events import repository as events_repository
 from units_api.events.sequencer import sequence
-from units_api.events.service import event_unit
+from units_api.events.service import admitted
+from units_api.filters.evaluate import Predicate
 from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
 from units_api.jobs import loop
@@ -66,7 +66,7 @@ class _Subscription:
     id: uuid.UUID
     since: int
     types: frozenset[str] | None  # None: every type
-    admit: Callable[[dict[str, Any]], bool] | None
+    admit: Predicate | None
 
     @classmethod
     def of(cls, hook: RowMapping) -> _Subscription:
@@ -82,10 +82,7 @@ class _Subscription:
     def wants(self, event: Row[Any]) -> bool:
         if event.pos <= self.since or (self.types is not None and event.type not in self.types):
             return False
-        if self.admit is None:
-            return True
-        unit = event_unit(event)
-        return unit is not None and self.admit(unit)
+        return admitted(event, self.admit)
 
 
 async def fan_out(db: Database) -> int:
@@ -109,17 +106,7 @@ async def fan_out(db: Database) -> int:
                 return total
             now = utcnow()
             rows = [
-                {
-                    "id": uuid7(),
-                    "webhook_id": hook.id,
-                    "event_id": event.id,
-                    "event_pos": event.pos,
-                    "event_type": event.type,
-                    "status": PENDING,
-                    "attempts": 0,
-                    "next_attempt_at": now,
-                    "created_at": now,
-                }
+                repository.new_delivery(hook.id, event.id, event.pos, event.type, now)
                 for event in found
                 for hook in hooks
                 if hook.wants(event)
