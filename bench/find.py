@@ -46,8 +46,8 @@ from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
 from units_api.sample_data import CITIES
-from units_api.search.index import Words, count_matches, match, newest_matches
-from units_api.search.normalize import query_tokens
+from units_api.search.index import count_matches, match, newest_matches
+from units_api.search.normalize import Words, query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.counting import count_all
 from units_api.units.fields import SortKey

@@ -53,7 +53,7 @@ from sqlalchemy.dialects.postgresql import TSQUERY, TSVECTOR
 from sqlalchemy.sql.selectable import NamedFromClause
 
 from units_api.db import UTCDateTime
-from units_api.search.normalize import query_tokens
+from units_api.search.normalize import Words, query_tokens
 from units_api.search.words import (
     NAME_MARK,
     SIGNATURE_COLUMNS,
@@ -71,7 +71,6 @@ _SEARCH = table(
     column("ranking", TSVECTOR()),
     *(column(name, BigInteger()) for name in SIGNATURE_COLUMNS),
 )
-Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
 # Relevance is read in tiers for searches of at most this many words (4 ** n combinations).
 MAX_TIERED_TERMS = 3
 

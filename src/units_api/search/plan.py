@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from units_api.search.index import Words
+from units_api.search.normalize import Words
 
 # Past this many matches, sorting them costs more than walking to a page of them (measured on
 # 1,000,000 units: 1,737 matches cost 9 ms either way, 4,384 cost 39 ms sorted, 3 ms walked).

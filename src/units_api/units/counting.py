@@ -23,7 +23,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.search.index import Words, count_matches
+from units_api.search.index import count_matches
+from units_api.search.normalize import Words
 from units_api.units.tables import unit_counters, units
 
 DEFAULT_SIZE = 4096

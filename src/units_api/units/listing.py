@@ -23,7 +23,6 @@ from units_api.filters.tree import Node
 from units_api.http.paging import Limit, page_links, whole_number
 from units_api.search.index import (
     Tier,
-    Words,
     count_matches,
     count_tiers,
     match,
@@ -31,7 +30,7 @@ from units_api.search.index import (
     ranked_matches,
     relevance_tiers,
 )
-from units_api.search.normalize import query_tokens
+from units_api.search.normalize import Words, query_tokens
 from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
 from units_api.units import repository
 from units_api.units.counting import (
