@@ -21,17 +21,10 @@ from units_api.errors import InvalidParameter
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.paging import Limit, page_links, whole_number
-from units_api.search.index import (
-    Tier,
-    count_matches,
-    count_tiers,
-    match,
-    newest_matches,
-    ranked_matches,
-    relevance_tiers,
-)
+from units_api.search.index import count_matches, match, newest_matches
 from units_api.search.normalize import Words, query_tokens
 from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
+from units_api.search.rank import Tier, count_tiers, ranked_matches, relevance_tiers
 from units_api.units import repository
 from units_api.units.counting import (
     CHANGE_VERSION,
@@ -169,7 +162,7 @@ def _located_by_time(params: ListParams, policy: Node | None) -> bool:
 
 def _ranked_alone(params: ListParams, policy: Node | None) -> bool:
     """A search alone by relevance, then recency: read tier by tier
-    (search.index.ranked_matches)."""
+    (search.rank.ranked_matches)."""
     sort = params.sort
     return (
         params.filter is None

@@ -7,8 +7,8 @@ from types import MappingProxyType
 
 from units_api.errors import InvalidParameter
 from units_api.filters.tree import Node
-from units_api.search.index import relevant_matches
 from units_api.search.normalize import Words
+from units_api.search.rank import relevant_matches
 from units_api.units.fields import COMPUTED_SORTS, DISTANCE, RELEVANCE, SORTABLE, SortKey
 from units_api.units.filtering import unit_distance, unit_near
 from units_api.units.repository import NOTHING_COMPUTED, Computed
