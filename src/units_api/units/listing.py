@@ -18,7 +18,9 @@ from starlette.requests import Request
 
 from units_api.db import Database
 from units_api.errors import InvalidParameter
+from units_api.filters.maps import MapPlan
 from units_api.filters.parser import parse_filter
+from units_api.filters.sql import nearest_first
 from units_api.filters.tree import Node
 from units_api.http.paging import Limit, page_links, whole_number
 from units_api.search.index import count_matches, match, newest_matches
@@ -35,7 +37,7 @@ from units_api.units.counting import (
     explain_statement,
 )
 from units_api.units.fields import DISTANCE, RELEVANCE, SortKey
-from units_api.units.filtering import bounded, located, nearest_units, unit_condition, unit_near
+from units_api.units.filtering import unit_filters
 from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 from units_api.units.sorting import (
@@ -149,11 +151,11 @@ def _newest_matches_alone(dialect: str, params: ListParams, policy: Node | None)
     )
 
 
-def _located_by_time(params: ListParams, policy: Node | None) -> bool:
+def _located_by_time(params: ListParams, place: MapPlan) -> bool:
     """A map search in a box or polygon in creation order: read through the index of points
     with their time (repository.located_page_query), where there is one."""
     return (
-        (bounded(params.filter) or bounded(policy))
+        place.box
         and len(params.sort) == 1
         and params.sort[0].field == "createdAt"
         and not params.words
@@ -265,18 +267,19 @@ def _page_query(
     filtered: ColumnElement[bool],
     condition: ColumnElement[bool],
     distance: Computed,
+    place: MapPlan,
     offset: int,
     first: Words,
     by_time: bool,
 ) -> Select[Any]:
     """The statement of a page of the list, but for a search alone by relevance. `by_time`:
     the database has the index of points with their time (repository.located_by_time)."""
-    if by_time and _located_by_time(params, policy):
+    if by_time and _located_by_time(params, place):
         descending = params.sort[0].descending
         return repository.located_page_query(condition, descending, params.limit + 1, offset)
     # A map search finds its page in the index of the points (repository.page_query).
-    from_index = located(params.filter) or located(policy)
-    near = unit_near(params.filter)
+    from_index = place.located
+    near = place.near
     reach = offset + params.limit + 1
     if (
         dialect == "postgresql"
@@ -285,7 +288,7 @@ def _page_query(
         and reach <= NEAREST_WALK
     ):
         # Nearest first: only the units as near as the page's last are sorted.
-        bound = nearest_units(near, condition, reach)
+        bound = nearest_first(near, units, condition, reach)
         condition = condition if bound is None else and_(condition, bound)
     if _newest_matches_alone(dialect, params, policy):
         descending = params.sort[0].descending
@@ -333,18 +336,14 @@ def _statements(
     change them): asked again, the same objects, whose SQLAlchemy cache keys are then known
     (building a map search's page and its cache key cost a request about a fifth of its
     time). Nothing in them depends on the moment they are built."""
-    filtered = and_(
-        unit_condition(params.filter, dialect),
-        unit_condition(policy, dialect, "policy"),
-    )
+    filtered, place = unit_filters(params.filter, policy, dialect)
     condition = and_(filtered, match(params.words, dialect, units.c.id, first, walk))
-    distance = by_distance(params.sort, params.filter)
+    distance = by_distance(params.sort, place.near)
     offset = (params.page - 1) * params.limit
     query = _page_query(
-        dialect, params, policy, filtered, condition, distance, offset, first, by_time
+        dialect, params, policy, filtered, condition, distance, place, offset, first, by_time
     )
-    mapped = located(params.filter) or located(policy)
-    sql = repository.literal_sql(query) if dialect == "postgresql" and mapped else None
+    sql = repository.literal_sql(query) if dialect == "postgresql" and place.located else None
     return _Statements(condition, distance, query, sql)
 
 

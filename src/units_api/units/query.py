@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import format_time
 from units_api.db import Database
 from units_api.errors import ValidationFailed
+from units_api.filters.maps import MapPlan
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
 from units_api.http.json import dumps, load_stored
@@ -40,7 +41,7 @@ from units_api.units.fields import (
     TIMES,
     SortKey,
 )
-from units_api.units.filtering import located, unit_condition
+from units_api.units.filtering import unit_filters
 from units_api.units.remembering import Answer, ResultCache, question_key
 from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.schemas import (
@@ -65,12 +66,11 @@ _FUNCTIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _filtered(db: Database, request: QueryRequest, policy: Node | None) -> ColumnElement[bool]:
+def _filtered(
+    db: Database, request: QueryRequest, policy: Node | None
+) -> tuple[ColumnElement[bool], MapPlan]:
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
-    return and_(
-        unit_condition(tree, db.dialect, "filter"),
-        unit_condition(policy, db.dialect, "policy"),
-    )
+    return unit_filters(tree, policy, db.dialect, "filter")
 
 
 async def run_query(
@@ -79,7 +79,7 @@ async def run_query(
     """A page of units, or the aggregates' rows (remembered in `results` when given)."""
     if request.aggregates:
         return await _aggregates(db, request, policy, results)
-    filtered = _filtered(db, request, policy)
+    filtered, place = _filtered(db, request, policy)
     condition = and_(filtered, search_condition(request.q, db.dialect, units.c.id))
     if request.groupBy:
         raise ValidationFailed([("groupBy", "needs at least one aggregate")])
@@ -88,9 +88,9 @@ async def run_query(
     check_relevance(sort, words, "sort")
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
     check_distance(sort, tree, "sort", "filter")
-    distance = by_distance(sort, tree)
+    distance = by_distance(sort, place.near)
     # A map search finds its page in the index of the points (repository.page_query).
-    from_index = located(tree) or located(policy)
+    from_index = place.located
     if any(key.field == RELEVANCE for key in sort):
         relevance = by_relevance(words, db.dialect)
         computed = Computed({**relevance.keys, **distance.keys}, relevance.source, distance.shown)
@@ -251,7 +251,7 @@ async def _aggregates(
 
     async def aggregate(conn: AsyncConnection) -> Answer:
         condition = and_(
-            _filtered(db, request, policy), search_condition(request.q, db.dialect, units.c.id)
+            _filtered(db, request, policy)[0], search_condition(request.q, db.dialect, units.c.id)
         )
         groups = [(name, GROUPABLE[name]) for name in request.groupBy]
         measures = [(alias, _measure(spec)) for alias, spec in request.aggregates.items()]

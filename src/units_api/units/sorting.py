@@ -6,11 +6,12 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from units_api.errors import InvalidParameter
+from units_api.filters.maps import Near, required_near
+from units_api.filters.sql import distance_from
 from units_api.filters.tree import Node
 from units_api.search.normalize import Words
 from units_api.search.rank import relevant_matches
 from units_api.units.fields import COMPUTED_SORTS, DISTANCE, RELEVANCE, SORTABLE, SortKey
-from units_api.units.filtering import unit_distance, unit_near
 from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.tables import units
 
@@ -77,7 +78,7 @@ DISTANCE_FIELD = "distanceMeters"
 def check_distance(
     sort: tuple[SortKey, ...], tree: Node | None, parameter: str, filter_parameter: str
 ) -> None:
-    if any(key.field == DISTANCE for key in sort) and unit_near(tree) is None:
+    if any(key.field == DISTANCE for key in sort) and required_near(tree) is None:
         raise InvalidParameter(
             parameter,
             f"distance needs exactly one unitLocation=near= in {filter_parameter}, joined to "
@@ -85,13 +86,12 @@ def check_distance(
         )
 
 
-def by_distance(sort: tuple[SortKey, ...], tree: Node | None) -> Computed:
+def by_distance(sort: tuple[SortKey, ...], near: Near | None) -> Computed:
     """The distance sort key (none unless the sort names it): metres from the filter's one
-    `=near=` point, added to each record as `distanceMeters`."""
-    near = unit_near(tree)
+    `=near=` point (its MapPlan's), added to each record as `distanceMeters`."""
     if near is None or all(key.field != DISTANCE for key in sort):
         return NOTHING_COMPUTED
     return Computed(
-        MappingProxyType({DISTANCE: unit_distance(near)}),
+        MappingProxyType({DISTANCE: distance_from(near, units)}),
         shown=MappingProxyType({DISTANCE: DISTANCE_FIELD}),
     )
