@@ -4,7 +4,7 @@ A match's score (search.words.relevance) is read from the `ranking` column of th
 table (search.index). A search alone by relevance, then recency, is read in tiers, one per
 score (relevance_tiers): each tier's few units are read through the indexes, and a tier of
 many is walked in creation order; a page takes from the tiers it falls in (ranked_matches),
-chosen by their sizes (count_tiers; search.plan.window). Any other order with relevance in
+chosen by their sizes (count_tiers; search.plan.ranked_page). Any other order with relevance in
 it joins every match's score to the units (relevant_matches).
 """
 
@@ -55,10 +55,8 @@ from units_api.search.index import (
     word_match,
 )
 from units_api.search.normalize import Words
+from units_api.search.plan import tiered
 from units_api.search.words import NAME_MARK, WRITTEN_WEIGHT, terms
-
-# Relevance is read in tiers for searches of at most this many words (4 ** n combinations).
-MAX_TIERED_TERMS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +71,7 @@ class Tier:
 @lru_cache(maxsize=1024)
 def relevance_tiers(words: Words, dialect: str = "postgresql") -> tuple[Tier, ...]:
     """A search's matches split by relevance score, best first; none for a search of more
-    than MAX_TIERED_TERMS words.
+    than search.plan.MAX_TIERED_TERMS words.
 
     Each word is matched as written or not, and in a name or not; every combination of those
     is a conjunction of ranking words and their negations, and a tier the union of the
@@ -83,9 +81,9 @@ def relevance_tiers(words: Words, dialect: str = "postgresql") -> tuple[Tier, ..
     finds a page of a tier of many. Built once per search (a request asks for them twice,
     and up to 4 ** 3 combinations are written for three words).
     """
-    searched = terms(words)
-    if not searched or len(searched) > MAX_TIERED_TERMS:
+    if not tiered(words):
         return ()
+    searched = terms(words)
     if dialect == "postgresql":
         literals = [pg_lexeme(term.word, False) for term in searched]
         literals += [pg_term(term, NAME_MARK) for term in searched]
