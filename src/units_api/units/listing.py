@@ -9,8 +9,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Literal
 
-import msgspec
-import orjson
 from sqlalchemy import ColumnElement, Select, and_
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -39,7 +37,7 @@ from units_api.units.counting import (
     exact_count,
     explain_statement,
 )
-from units_api.units.fields import SortKey
+from units_api.units.fields import SortKey, project
 from units_api.units.filtering import unit_filters
 from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
@@ -123,24 +121,6 @@ def parse_list_params(request: Request) -> ListParams:
         words=words,
         count=_count_mode(request.headers.get("prefer")),
     )
-
-
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
-
-
-def _project(doc: str, fields: tuple[str, ...] | None, shown: dict[str, Any]) -> Any:
-    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
-    if fields is None:
-        if not shown:
-            return orjson.Fragment(doc)
-        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
-    # Only the top level is parsed: each field's value is kept as the JSON it is stored as
-    # (a record's many numbers are not read into Decimals to be written back unchanged).
-    record = _TOP_LEVEL.decode(doc)
-    return {
-        name: None if (value := record.get(name)) is None else orjson.Fragment(bytes(value))
-        for name in fields
-    } | shown
 
 
 @dataclass(slots=True)
@@ -292,7 +272,7 @@ def _body(
     shown = distance.shown.values()
     return {
         "data": [
-            _project(doc, params.fields, dict(zip(shown, row, strict=False)))
+            project(doc, params.fields, dict(zip(shown, row, strict=False)))
             for doc, row in zip(docs[: params.limit], values, strict=False)
         ],
         "meta": {

@@ -17,7 +17,7 @@ from units_api.errors import ValidationFailed
 from units_api.filters.maps import MapPlan
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.json import dumps, load_stored
+from units_api.http.json import dumps
 from units_api.http.paging import (
     FLOAT,
     INTEGER,
@@ -40,6 +40,7 @@ from units_api.units.fields import (
     RELEVANCE,
     TIMES,
     SortKey,
+    project,
 )
 from units_api.units.filtering import unit_filters
 from units_api.units.remembering import Answer, ResultCache, question_key
@@ -125,16 +126,6 @@ def _keyset(sort: tuple[SortKey, ...]) -> Keyset:
     return Keyset(f"query:{order}", (*(_kind(key.field) for key in sort), UUID))
 
 
-def _project(doc: str, fields: list[str] | None, shown: dict[str, Any]) -> Any:
-    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
-    if fields is None:
-        if not shown:
-            return orjson.Fragment(doc)
-        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
-    record = load_stored(doc)
-    return {name: record.get(name) for name in dict.fromkeys(["id", *fields])} | shown
-
-
 async def _page(
     db: Database,
     request: QueryRequest,
@@ -161,9 +152,10 @@ async def _page(
     )
     names = [key.field for key in sort]
     added = {field: f"k{names.index(name)}" for name, field in computed.shown.items()}
+    fields = None if request.fields is None else tuple(dict.fromkeys(["id", *request.fields]))
     return {
         "data": [
-            _project(row["doc"], request.fields, {field: row[k] for field, k in added.items()})
+            project(row["doc"], fields, {field: row[k] for field, k in added.items()})
             for row in shown
         ],
         "nextCursor": next_cursor,
