@@ -46,12 +46,12 @@ from units_api.db import Database, create_engine, server_settings
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
 from units_api.sample_data import CITIES
-from units_api.search.index import Words, count_matches, match, newest_matches
-from units_api.search.normalize import query_tokens
+from units_api.search.index import count_matches, match, newest_matches
+from units_api.search.normalize import Words, query_tokens
 from units_api.search.plan import FEW_MATCHES, first_words
 from units_api.units.counting import count_all
 from units_api.units.fields import SortKey
-from units_api.units.filtering import located, unit_condition
+from units_api.units.filtering import unit_filters
 from units_api.units.remembering import prune
 from units_api.units.repository import hits_query, page_query
 from units_api.units.seeding import seed_units
@@ -229,7 +229,7 @@ async def _first(conn: asyncpg.Connection, words: Words) -> Words:
 def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[Any]:
     words = tuple(query_tokens(params.get("q", "")))
     tree = parse_filter(params["p"]) if "p" in params else None
-    condition = unit_condition(tree, PG)
+    condition, place = unit_filters(tree, None, PG)
     condition = condition & match(words, PG, units.c.id, first)
     if counting and words and "p" not in params:  # counted in the search table
         return select(count_matches(words, PG, first=first))
@@ -241,7 +241,7 @@ def _statement(params: dict[str, str], counting: bool, first: Words) -> Select[A
         return hits_query(newest_matches(words, True, 21, 0, first), True)
     sort = (SortKey(params.get("sortBy", "createdAt"), params.get("order", "desc") == "desc"),)
     # As the list reads it: a map search's page through the index, its distance computed.
-    return page_query(condition, sort, 21, 0, PG, by_distance(sort, tree), located(tree))
+    return page_query(condition, sort, 21, 0, PG, by_distance(sort, place.near), place.located)
 
 
 async def explain(url: str, names: list[str]) -> dict[str, float]:

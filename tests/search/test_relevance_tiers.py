@@ -1,4 +1,4 @@
-"""A search alone by relevance is read tier by tier (search.index.ranked_matches): its pages
+"""A search alone by relevance is read tier by tier (search.rank.ranked_matches): its pages
 are the ones the plain relevance order gives, tiers of few and of many alike, on both
 databases, and a unit that has just entered a tier is on the next page read."""
 
@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import Api, fresh_postgres, start_api
 from units_api.config import Settings
 from units_api.migrate import upgrade
-from units_api.search.index import relevance_tiers
+from units_api.search.rank import relevance_tiers
 
 NAMES = ["Garden Villa", "Villa", "Gardens Court", "Sea View", "Pool House", "Villas Park"]
 DESCRIPTIONS = [

@@ -1,5 +1,5 @@
 """A search walked in creation order tests its words' signature bits on the index before it
-reads a unit's words (search.index._walked). The signature must never turn away a unit that
+reads a unit's words (search.index.walked_rows). The signature must never turn away a unit that
 has the words: checked against the words' own matching rule in Python, then on PostgreSQL,
 where the walk must give exactly what the search index gives, through every way a search
 row is written (COPY, a batch, one unit, an update) and for rows not yet signed."""
@@ -23,13 +23,9 @@ from units_api.clock import utcnow
 from units_api.db import Database, create_engine
 from units_api.ids import uuid7
 from units_api.migrate import upgrade
-from units_api.search.index import (
-    newest_matches,
-    ranked_matches,
-    relevance_tiers,
-    search_condition,
-)
+from units_api.search.index import newest_matches, search_condition
 from units_api.search.normalize import query_tokens
+from units_api.search.rank import ranked_matches, relevance_tiers
 from units_api.search.upkeep import VACUUM_LOCK, vacuum_search
 from units_api.search.words import (
     SIGNATURE_COLUMNS,

@@ -18,7 +18,7 @@ from units_api.clock import format_time
 from units_api.config import Settings
 from units_api.filters.parser import parse_filter
 from units_api.migrate import upgrade
-from units_api.units.filtering import bounded
+from units_api.units.filtering import unit_filters
 
 BOX = "unitLocation=within=(31.20,30.00,31.30,30.10)"
 TRIANGLE = "unitLocation=inside=(31.20,30.00,31.30,30.00,31.25,30.10)"
@@ -196,4 +196,5 @@ async def test_without_the_index_map_search_reads_as_before(
     ],
 )
 def test_which_map_searches_walk_the_index(p: str, walked: bool) -> None:
-    assert bounded(parse_filter(p, "p")) is walked
+    _, place = unit_filters(parse_filter(p, "p"), None, "postgresql")
+    assert place.box is walked

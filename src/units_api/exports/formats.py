@@ -25,8 +25,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
+import orjson
+
 from units_api.filters.fields import Kind
 from units_api.process import release_freed_memory
+from units_api.units.fields import project
 from units_api.units.filtering import UNIT_CATALOGUE
 from units_api.units.schemas import DOCUMENT_ORDER
 
@@ -183,16 +186,12 @@ class JsonlWriter:
         self._names = None if len(columns) == len(DOCUMENT_ORDER) else [c.name for c in columns]
 
     def write(self, docs: Sequence[bytes]) -> None:
-        if self._names is None:
+        names = self._names
+        if names is None:
             self._file.write(b"\n".join(docs) + b"\n")
         else:
-            self._file.write(
-                ("\n".join(self._project(doc.decode()) for doc in docs) + "\n").encode()
-            )
-
-    def _project(self, doc: str) -> str:
-        fields = field_texts(doc)
-        return "{" + ",".join(f'"{name}":{fields[name]}' for name in self._names or ()) + "}"
+            lines = (orjson.dumps(project(doc.decode(), names, {})) for doc in docs)
+            self._file.write(b"\n".join(lines) + b"\n")
 
     def close(self) -> None:
         self._file.close()

@@ -28,6 +28,7 @@ from sqlalchemy import (
     ColumnElement,
     Double,
     Numeric,
+    Table,
     and_,
     bindparam,
     cast,
@@ -46,6 +47,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from units_api.filters import geo
 from units_api.filters.fields import Catalogue, Field, Location
+from units_api.filters.maps import NO_MAP, MapPlan, Near, Placed, map_plan
 from units_api.filters.tree import And, Comparison, Node, Or
 from units_api.filters.values import resolve
 
@@ -61,6 +63,7 @@ class Translator:
         self.table = catalogue.table
         self.dialect = dialect
         self.parameter = parameter
+        self.placed: dict[Comparison, Placed] = {}  # the map comparisons, as resolved
 
     def condition(self, node: Node) -> ColumnElement[bool]:
         if isinstance(node, And):
@@ -72,6 +75,8 @@ class Translator:
     def comparison(self, node: Comparison) -> ColumnElement[bool]:
         field, values = resolve(node, self.catalogue, self.parameter)
         if field.location is not None:
+            if node.operator in geo.SHAPES:
+                self.placed[node] = (field.location, values[0])
             return self._location(field.location, node.operator, values)
         if field.array is not None:
             return self._any_element(field, node.operator, values)
@@ -213,18 +218,13 @@ def _pg_box(west: float, south: float, east: float, north: float) -> Any:
     return func.box(low, high)
 
 
-def distance_from(
-    near: Comparison, catalogue: Catalogue, parameter: str = "p"
-) -> ColumnElement[float]:
+def distance_from(near: Near, table: Table) -> ColumnElement[float]:
     """The distance in metres of each row's point from a `=near=` comparison's centre."""
-    field, (centre,) = resolve(near, catalogue, parameter)
-    assert field.location is not None and isinstance(centre, geo.Circle)
-    columns = catalogue.table.c
-    return distance(columns[field.location.lng], columns[field.location.lat], centre)
+    return distance(table.c[near.location.lng], table.c[near.location.lat], near.circle)
 
 
 def nearest_first(
-    near: Comparison, catalogue: Catalogue, located: ColumnElement[bool], count: int
+    near: Near, table: Table, located: ColumnElement[bool], count: int
 ) -> ColumnElement[bool] | None:
     """PostgreSQL: a condition keeping, of the rows `located` finds (every one of them within
     the `=near=` circle), those no farther from its centre than some `count` of them are: the
@@ -238,14 +238,12 @@ def nearest_first(
     points within the bound lie in the circle's box scaled by bound / radius around the
     centre (its longitudes' reach, asin(sin(a) / cos(lat)), is convex in the angle a), which
     the index then answers."""
-    field, (circle,) = resolve(near, catalogue, "p")
-    assert field.location is not None and isinstance(circle, geo.Circle)
+    circle = near.circle
     boxes = geo.bounds(circle)
     west, south, east, north = boxes[0]
     if len(boxes) != 1 or circle.meters <= 0 or west <= -180 or east >= 180:
         return None
-    columns = catalogue.table.c
-    lng, lat = columns[field.location.lng], columns[field.location.lat]
+    lng, lat = table.c[near.location.lng], table.c[near.location.lat]
     point = func.point(lng, lat)
     measured = distance(lng, lat, circle)
     walk = (
@@ -392,3 +390,15 @@ def to_condition(
     if node is None:
         return true()
     return Translator(catalogue, dialect, parameter).condition(node)
+
+
+def translate(
+    node: Node | None, catalogue: Catalogue, dialect: str, parameter: str = "p"
+) -> tuple[ColumnElement[bool], MapPlan]:
+    """The SQL condition of a filter, and what it asks of the map (filters.maps), from one
+    reading of its values."""
+    if node is None:
+        return true(), NO_MAP
+    translator = Translator(catalogue, dialect, parameter)
+    condition = translator.condition(node)
+    return condition, map_plan(node, translator.placed)

@@ -76,5 +76,8 @@ def touches_search(changes: Mapping[str, object]) -> bool:
     return any(name in changes for name in SEARCH_FIELDS)
 
 
+Words = tuple[str, ...]  # a search text's words, as query_tokens gives them
+
+
 def query_tokens(q: str, limit: int = 16) -> list[str]:
     return list(dict.fromkeys(tokens(q)))[:limit]

@@ -1,5 +1,5 @@
 """PostgreSQL: the search table vacuumed soon after it changes, so that a search walked in
-creation order reads its index alone (search.index._walked).
+creation order reads its index alone (search.index.walked_rows).
 
 An index-only scan reads a row from the table anyway when its page is not marked visible to
 every transaction, which only VACUUM marks. The newest units, the first a newest-first walk

@@ -15,6 +15,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
+from functools import partial
 from typing import Any
 
 import orjson
@@ -23,7 +24,9 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.search.index import Words, count_matches
+from units_api.search.index import count_matches
+from units_api.search.normalize import Words
+from units_api.search.rank import Tier, count_tiers, relevance_tiers
 from units_api.units.tables import unit_counters, units
 
 DEFAULT_SIZE = 4096
@@ -210,6 +213,35 @@ class CountCache:
             self.saw(answer[0])
             self.put(key, *answer)
         return None if answer[1] == TOO_SLOW else answer[1]
+
+
+class SearchCounts:
+    """What a search's read plan asks counted (search.plan), run on `conn` and remembered in
+    `counts`: how many units have some words, and the sizes of its relevance tiers. A search
+    alone is remembered as the question (no filter, no policy, its words)."""
+
+    def __init__(self, conn: AsyncConnection, counts: CountCache) -> None:
+        self._conn = conn
+        self._counts = counts
+
+    async def words(self, words: Words, cap: int) -> int:
+        """How many units have every word, counted up to `cap` (CountCache.size)."""
+        capped = partial(count_matches, words, self._conn.dialect.name, cap)
+        return await self._counts.size(self._conn, (None, None, words), capped, cap)
+
+    def known(self, words: Words) -> int | None:
+        """How many units a search matches, when counted at the newest version seen."""
+        return self._counts.remembered((None, None, words))
+
+    async def tiers(self, words: Words) -> list[tuple[Tier, int]]:
+        """The relevance tiers of a search that hold matches, best first, with their sizes,
+        remembered or counted together."""
+        dialect = self._conn.dialect.name
+        tiers = relevance_tiers(words, dialect)
+        keys = {tier.score: (None, None, words, tier.score) for tier in tiers}
+        counting = partial(count_tiers, words, dialect, tiers, CHANGE_VERSION)
+        sizes = await self._counts.sizes(self._conn, keys, counting)
+        return [(tier, sizes[tier.score]) for tier in tiers if sizes[tier.score]]
 
 
 async def _within_budget(

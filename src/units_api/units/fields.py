@@ -1,9 +1,14 @@
 """The unit's fields that have a column of their own: what the list and the query may sort,
-group and aggregate by, and how they compare."""
+group and aggregate by, and how they compare; and a stored record projected on some fields."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import orjson
 
 from units_api.units.tables import FIELD_COLUMNS
 
@@ -50,3 +55,22 @@ NUMERIC = {
 }
 TIMES = {"createdAt": "created_at", "updatedAt": "updated_at"}
 AGGREGATABLE = {**GROUPABLE, **NUMERIC, **TIMES, "id": "id"}
+
+
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def project(doc: str, fields: Sequence[str] | None, shown: dict[str, Any]) -> Any:
+    """A stored record, or its `fields` in their order, with the values a sort adds to it
+    (`distanceMeters`), ready for orjson to write."""
+    if fields is None:
+        if not shown:
+            return orjson.Fragment(doc)
+        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
+    # Only the top level is parsed: each field's value is kept as the JSON it is stored as
+    # (a record's many numbers are not read into Decimals to be written back unchanged).
+    record = _TOP_LEVEL.decode(doc)
+    return {
+        name: None if (value := record.get(name)) is None else orjson.Fragment(bytes(value))
+        for name in fields
+    } | shown

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import ColumnElement
+from sqlalchemy import ColumnElement, and_
 
 from units_api.filters.evaluate import Predicate, compile_filter
 from units_api.filters.fields import Catalogue, Field, Location, model_fields
-from units_api.filters.geo import SHAPES, split
-from units_api.filters.sql import distance_from, nearest_first, to_condition
-from units_api.filters.tree import Comparison, Node, comparisons, required
-from units_api.filters.values import resolve
+from units_api.filters.maps import MapPlan
+from units_api.filters.sql import to_condition, translate
+from units_api.filters.tree import Node
 from units_api.units.schemas import UnitFields
 from units_api.units.tables import FIELD_COLUMNS, units
 
@@ -50,45 +49,14 @@ def unit_condition(node: Node | None, dialect: str, parameter: str = "p") -> Col
     return to_condition(node, UNIT_CATALOGUE, dialect, parameter)
 
 
-def located(node: Node | None) -> bool:
-    """Whether a filter searches the map."""
-    return node is not None and any(found.operator in SHAPES for found in comparisons(node))
-
-
-def bounded(node: Node | None) -> bool:
-    """Whether every match of a filter is in one box an index can walk: an `=inside=`, or a
-    `=within=` that does not cross the antimeridian, joined to the rest by AND."""
-    return node is not None and any(_one_box(found) for found in required(node))
-
-
-def _one_box(found: Comparison) -> bool:
-    if found.operator == "within":
-        _, (box,) = resolve(found, UNIT_CATALOGUE, "p")
-        return len(split(box)) == 1
-    return found.operator == "inside"
-
-
-def unit_near(node: Node | None) -> Comparison | None:
-    """The filter's `=near=`, when it has exactly one and every match satisfies it (it is
-    joined to the rest by AND): the point a sort by distance measures from."""
-    if node is None:
-        return None
-    nears = [found for found in comparisons(node) if found.operator == "near"]
-    return nears[0] if len(nears) == 1 and nears[0] in required(node) else None
-
-
-def nearest_units(
-    near: Comparison, located: ColumnElement[bool], count: int
-) -> ColumnElement[bool] | None:
-    """PostgreSQL: of the units `located` finds, those no farther than some `count` of them
-    (`filters.sql.nearest_first`), which hold the first `count` nearest first."""
-    return nearest_first(near, UNIT_CATALOGUE, located, count)
-
-
-def unit_distance(near: Comparison) -> ColumnElement[float]:
-    """Each unit's distance in metres from a `=near=` comparison's point (the same SQL on
-    both databases)."""
-    return distance_from(near, UNIT_CATALOGUE)
+def unit_filters(
+    node: Node | None, policy: Node | None, dialect: str, parameter: str = "p"
+) -> tuple[ColumnElement[bool], MapPlan]:
+    """The condition a filter and a key's policy put on `units` rows, and what they ask of the
+    map (a distance is measured from the filter's `=near=` alone)."""
+    filtered, place = translate(node, UNIT_CATALOGUE, dialect, parameter)
+    policed, policy_place = translate(policy, UNIT_CATALOGUE, dialect, "policy")
+    return and_(filtered, policed), place.beside(policy_place)
 
 
 @lru_cache(maxsize=1024)

@@ -1,15 +1,14 @@
 """The unit list (GET /api/v2/units/): its query parameters, parsed and checked before any
-SQL is built, and a page of records with its count and links."""
+SQL is built, and a page of records with its count and links, read as search.plan decides."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, Literal
 
-import msgspec
-import orjson
 from sqlalchemy import ColumnElement, Select, and_
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -18,32 +17,28 @@ from starlette.requests import Request
 
 from units_api.db import Database
 from units_api.errors import InvalidParameter
+from units_api.filters.maps import MapPlan
 from units_api.filters.parser import parse_filter
+from units_api.filters.sql import nearest_first
 from units_api.filters.tree import Node
 from units_api.http.paging import Limit, page_links, whole_number
-from units_api.search.index import (
-    Tier,
-    Words,
-    count_matches,
-    count_tiers,
-    match,
-    newest_matches,
-    ranked_matches,
-    relevance_tiers,
-)
-from units_api.search.normalize import query_tokens
-from units_api.search.plan import FEW_MATCHES, SQLITE_FEW_MATCHES, first_words
+from units_api.search import plan
+from units_api.search.index import match, newest_matches
+from units_api.search.normalize import Words, query_tokens
+from units_api.search.plan import FEW_MATCHES
+from units_api.search.rank import Tier
 from units_api.units import repository
 from units_api.units.counting import (
-    CHANGE_VERSION,
     CountCache,
+    Counting,
     Explain,
+    SearchCounts,
     estimate,
     exact_count,
     explain_statement,
 )
-from units_api.units.fields import DISTANCE, RELEVANCE, SortKey
-from units_api.units.filtering import bounded, located, nearest_units, unit_condition, unit_near
+from units_api.units.fields import SortKey, project
+from units_api.units.filtering import unit_filters
 from units_api.units.repository import Computed
 from units_api.units.schemas import MAX_QUERY_LENGTH, PROJECTABLE
 from units_api.units.sorting import (
@@ -51,6 +46,7 @@ from units_api.units.sorting import (
     by_relevance,
     check_distance,
     check_relevance,
+    order_of,
     parse_sort,
     split_commas,
 )
@@ -127,193 +123,12 @@ def parse_list_params(request: Request) -> ListParams:
     )
 
 
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
-
-
-def _project(doc: str, fields: tuple[str, ...] | None, shown: dict[str, Any]) -> Any:
-    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
-    if fields is None:
-        if not shown:
-            return orjson.Fragment(doc)
-        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
-    # Only the top level is parsed: each field's value is kept as the JSON it is stored as
-    # (a record's many numbers are not read into Decimals to be written back unchanged).
-    record = _TOP_LEVEL.decode(doc)
-    return {
-        name: None if (value := record.get(name)) is None else orjson.Fragment(bytes(value))
-        for name in fields
-    } | shown
-
-
-def _newest_matches_alone(dialect: str, params: ListParams, policy: Node | None) -> bool:
-    """A search alone in creation order: PostgreSQL answers it from the search table."""
-    return (
-        dialect == "postgresql"
-        and params.filter is None
-        and policy is None
-        and len(params.sort) == 1
-        and params.sort[0].field == "createdAt"
-        and bool(params.words)
-    )
-
-
-def _located_by_time(params: ListParams, policy: Node | None) -> bool:
-    """A map search in a box or polygon in creation order: read through the index of points
-    with their time (repository.located_page_query), where there is one."""
-    return (
-        (bounded(params.filter) or bounded(policy))
-        and len(params.sort) == 1
-        and params.sort[0].field == "createdAt"
-        and not params.words
-    )
-
-
-def _ranked_alone(params: ListParams, policy: Node | None) -> bool:
-    """A search alone by relevance, then recency: read tier by tier
-    (search.index.ranked_matches)."""
-    sort = params.sort
-    return (
-        params.filter is None
-        and policy is None
-        and len(sort) == 2
-        and sort[0].field == RELEVANCE
-        and sort[1].field == "createdAt"
-        and sort[0].descending == sort[1].descending
-        and bool(relevance_tiers(params.words))
-    )
-
-
-async def _tiers(conn: AsyncConnection, counts: CountCache, words: Words) -> list[tuple[Tier, int]]:
-    """The relevance tiers of a search that hold matches, best first, with their sizes,
-    remembered or counted together."""
-    dialect = conn.dialect.name
-    tiers = relevance_tiers(words, dialect)
-    keys = {tier.score: (None, None, words, tier.score) for tier in tiers}
-    counting = partial(count_tiers, words, dialect, tiers, CHANGE_VERSION)
-    sizes = await counts.sizes(conn, keys, counting)
-    return [(tier, sizes[tier.score]) for tier in tiers if sizes[tier.score]]
-
-
-def _window(
-    tiers: list[tuple[Tier, int]], descending: bool, offset: int, limit: int, few: int
-) -> tuple[list[tuple[Tier, bool]], int]:
-    """The tiers a page of `limit` from `offset` falls in, in the page's order, each with
-    whether it has at most `few` (see plan.first_words), and the page's offset in the first."""
-    chosen = []
-    start = skipped = 0
-    for tier, size in tiers if descending else tiers[::-1]:
-        if start + size <= offset:
-            skipped += size
-        elif start < offset + limit:
-            chosen.append((tier, size <= few))
-        start += size
-    return chosen, offset - skipped
-
-
-async def _ranked_page(
-    conn: AsyncConnection, counts: CountCache, params: ListParams, offset: int, few: int
-) -> tuple[list[str], int | None, list[tuple[Any, ...]]] | None:
-    """A page of a search by relevance read in the tiers it falls in (None when no tier holds
-    a match). The tiers' sizes are exact at the version they were counted at; a page read at
-    a newer version is read again with sizes of its own, so a unit that has just entered a
-    tier is neither missed nor shown twice."""
-    if conn.dialect.name != "postgresql":
-        return await _ranked_read(conn, counts, params, offset, few)
-    async with repository.custom_plans(conn):
-        return await _ranked_read(conn, counts, params, offset, few)
-
-
-async def _ranked_read(
-    conn: AsyncConnection, counts: CountCache, params: ListParams, offset: int, few: int
-) -> tuple[list[str], int | None, list[tuple[Any, ...]]] | None:
-    descending = params.sort[0].descending
-    for _ in range(2):
-        planned = counts.seen
-        sized = await _tiers(conn, counts, params.words)
-        if not sized:
-            return None
-        tiers, within = _window(sized, descending, offset, params.limit + 1, few)
-        if not tiers:
-            return [], None, []  # past the last match
-        hits = ranked_matches(
-            params.words, tiers, descending, params.limit + 1, within, conn.dialect.name, units
-        )
-        page = await repository.read_page(conn, repository.ranked_hits_query(hits, descending))
-        if page[1] is None or page[1] <= max(planned, counts.seen):
-            break
-        counts.saw(page[1])
-    return page
-
-
-async def _first_words(conn: AsyncConnection, counts: CountCache, words: Words, few: int) -> Words:
-    """The words to read through the search index first (see plan.first_words), from how
-    many units have each, as remembered or counted up to past `few`."""
-    dialect = conn.dialect.name
-    if not words or few < 1:
-        return ()
-    cap = few + 1
-    sizes = [
-        await counts.size(conn, (None, None, (w,)), partial(count_matches, (w,), dialect, cap), cap)
-        for w in words
-    ]
-    return first_words(words, sizes, counts.remembered((None, None, words)), few)
-
-
-_NEAREST_FIRST = (SortKey(DISTANCE, False),)
-# Pages nearest first reaching this far or less are bounded by a walk of the point index: at
-# 1,000,000 units, 2,893 of them in the circle, 21 rows took 0.5 ms (3.3 ms sorting the
-# circle), 521 rows 2.0 ms, 1,021 3.2 ms, as many as sorting all of them.
-NEAREST_WALK = 500
-
-
-def _page_query(
-    dialect: str,
-    params: ListParams,
-    policy: Node | None,
-    filtered: ColumnElement[bool],
-    condition: ColumnElement[bool],
-    distance: Computed,
-    offset: int,
-    first: Words,
-    by_time: bool,
-) -> Select[Any]:
-    """The statement of a page of the list, but for a search alone by relevance. `by_time`:
-    the database has the index of points with their time (repository.located_by_time)."""
-    if by_time and _located_by_time(params, policy):
-        descending = params.sort[0].descending
-        return repository.located_page_query(condition, descending, params.limit + 1, offset)
-    # A map search finds its page in the index of the points (repository.page_query).
-    from_index = located(params.filter) or located(policy)
-    near = unit_near(params.filter)
-    reach = offset + params.limit + 1
-    if (
-        dialect == "postgresql"
-        and near is not None
-        and params.sort == _NEAREST_FIRST
-        and reach <= NEAREST_WALK
-    ):
-        # Nearest first: only the units as near as the page's last are sorted.
-        bound = nearest_units(near, condition, reach)
-        condition = condition if bound is None else and_(condition, bound)
-    if _newest_matches_alone(dialect, params, policy):
-        descending = params.sort[0].descending
-        hits = newest_matches(params.words, descending, params.limit + 1, offset, first)
-        return repository.hits_query(hits, descending)
-    if any(key.field == RELEVANCE for key in params.sort):
-        # The matches come with their score from the search table, joined to the units.
-        computed = by_relevance(params.words, dialect, first)
-        computed = Computed({**computed.keys, **distance.keys}, computed.source, distance.shown)
-        return repository.page_query(
-            filtered, params.sort, params.limit + 1, offset, dialect, computed, from_index
-        )
-    return repository.page_query(
-        condition, params.sort, params.limit + 1, offset, dialect, distance, from_index
-    )
-
-
 @dataclass(slots=True)
 class _Statements:
+    shape: plan.Shape  # what decides how the page is read
+    question: Hashable  # what its total is remembered by: filter, policy, search words
     condition: ColumnElement[bool]  # the filter's, the policy's and the search's
+    exact: Counting  # the cheapest exact count of the units the condition finds
     distance: Computed
     query: Select[Any]  # the page's
     # The page's statement with its values written in, when they are all numbers (a map
@@ -340,20 +155,135 @@ def _statements(
     """A page's statements, built once for each shape of page (`params` without what does not
     change them): asked again, the same objects, whose SQLAlchemy cache keys are then known
     (building a map search's page and its cache key cost a request about a fifth of its
-    time). Nothing in them depends on the moment they are built."""
-    filtered = and_(
-        unit_condition(params.filter, dialect),
-        unit_condition(policy, dialect, "policy"),
-    )
+    time). Nothing in them depends on the moment they are built. `by_time`: the database has
+    the index of the points with their time (repository.located_by_time)."""
+    filtered, place = unit_filters(params.filter, policy, dialect)
     condition = and_(filtered, match(params.words, dialect, units.c.id, first, walk))
-    distance = by_distance(params.sort, params.filter)
-    offset = (params.page - 1) * params.limit
-    query = _page_query(
-        dialect, params, policy, filtered, condition, distance, offset, first, by_time
+    narrowed = params.filter is not None or policy is not None
+    exact = partial(exact_count, narrowed, params.words, condition, first, dialect)
+    distance = by_distance(params.sort, place.near)
+    shape = plan.Shape(
+        order=order_of(params.sort),
+        words=params.words,
+        narrowed=narrowed,
+        box=place.box,
+        near=place.near is not None,
+        reach=(params.page - 1) * params.limit + params.limit + 1,
     )
-    mapped = located(params.filter) or located(policy)
-    sql = repository.literal_sql(query) if dialect == "postgresql" and mapped else None
-    return _Statements(condition, distance, query, sql)
+    read = plan.page_read(shape, dialect, by_time)
+    query = _page_query(read, dialect, params, filtered, condition, distance, place, first)
+    sql = repository.literal_sql(query, dialect) if place.located else None
+    question = (params.filter, policy, params.words)
+    return _Statements(shape, question, condition, exact, distance, query, sql)
+
+
+def _page_query(
+    read: plan.Read,
+    dialect: str,
+    params: ListParams,
+    filtered: ColumnElement[bool],
+    condition: ColumnElement[bool],
+    distance: Computed,
+    place: MapPlan,
+    first: Words,
+) -> Select[Any]:
+    """The statement of a page, read as the plan says (search.plan.page_read)."""
+    sort, limit, offset = params.sort, params.limit + 1, (params.page - 1) * params.limit
+    descending = sort[0].descending
+    if read == "located_by_time":
+        return repository.located_page_query(condition, descending, limit, offset)
+    if read == "newest":
+        hits = newest_matches(params.words, descending, limit, offset, first)
+        return repository.hits_query(hits, descending)
+    if read == "relevance":
+        # The matches come with their score from the search table, joined to the units.
+        computed = by_relevance(params.words, dialect, first, distance)
+        return repository.page_query(
+            filtered, sort, limit, offset, dialect, computed, place.located
+        )
+    if read == "nearest" and place.near is not None:
+        # Nearest first: only the units as near as the page's last are sorted.
+        bound = nearest_first(place.near, units, condition, offset + limit)
+        condition = condition if bound is None else and_(condition, bound)
+    # A map search finds its page in the index of the points (repository.page_query).
+    return repository.page_query(condition, sort, limit, offset, dialect, distance, place.located)
+
+
+async def _ranked_page(
+    conn: AsyncConnection, counts: CountCache, sizes: SearchCounts, params: ListParams, few: int
+) -> plan.Page | None:
+    """A page of a search alone by relevance, then recency, read tier by tier (with PostgreSQL
+    planning each statement for its own values: repository.custom_plans)."""
+    words, descending = params.words, params.sort[0].descending
+    limit, offset = params.limit + 1, (params.page - 1) * params.limit
+
+    async def read(tiers: list[tuple[Tier, bool]], within: int) -> plan.Page:
+        return await repository.ranked_page(conn, words, tiers, descending, limit, within)
+
+    async with repository.custom_plans(conn):
+        tiered = partial(sizes.tiers, words)
+        return await plan.ranked_page(tiered, read, counts, descending, offset, limit, few)
+
+
+# A page's total, and how it was counted (meta.count).
+Total = tuple[int | None, str]
+
+
+async def _total(
+    conn: AsyncConnection,
+    counts: CountCache,
+    params: ListParams,
+    statements: _Statements,
+    page: plan.Page,
+    seen: int,
+    on_primary: bool,
+    budget_ms: int | None,
+) -> Total:
+    """The page's total, as `Prefer: count=` asks; `seen`: the version seen before the page
+    was read; `on_primary`: it was read on the primary."""
+    docs, version, _ = page
+    offset = (params.page - 1) * params.limit
+    if params.count == "none":
+        return None, "none"
+    if params.count == "estimated" and conn.dialect.name == "postgresql":
+        return await estimate(conn, statements.explained(conn.dialect)), "estimated"
+    if len(docs) <= params.limit and (docs or offset == 0):
+        # The last page: what came before it and what is on it, read in one statement; an
+        # empty one holds at the version seen before it, if that is still the current one.
+        # An empty page read on a replica has no version of its own to be stored at.
+        if version is not None or on_primary:
+            at = seen if version is None else version
+            counts.put(statements.question, at, offset + len(docs))
+        return offset + len(docs), "exact"
+    # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
+    budget = budget_ms if params.count == "default" else None
+    total = await counts.total(conn, statements.question, version, statements.exact, budget)
+    if total is None:
+        return await estimate(conn, statements.explained(conn.dialect)), "estimated"
+    return total, "exact"
+
+
+def _body(
+    params: ListParams, url: URL, page: plan.Page, total: Total, distance: Computed
+) -> dict[str, Any]:
+    docs, _, values = page
+    count, mode = total
+    pages = max(1, math.ceil(count / params.limit)) if count is not None else None
+    shown = distance.shown.values()
+    return {
+        "data": [
+            project(doc, params.fields, dict(zip(shown, row, strict=False)))
+            for doc, row in zip(docs[: params.limit], values, strict=False)
+        ],
+        "meta": {
+            "page": params.page,
+            "limit": params.limit,
+            "total": count,
+            "totalPages": pages,
+            "count": mode,
+        },
+        "links": page_links(url, params.page, pages, len(docs) > params.limit),
+    }
 
 
 async def list_units(
@@ -366,69 +296,27 @@ async def list_units(
     few_matches: int = FEW_MATCHES,
     located_by_time: bool = False,
 ) -> dict[str, Any]:
-    """A page of the list; `located_by_time`: whether the database has the index of points
-    with their time (repository.located_by_time)."""
-    offset = (params.page - 1) * params.limit
-
-    few = min(few_matches, SQLITE_FEW_MATCHES) if db.dialect == "sqlite" else few_matches
+    """A page of the list: its plan (search.plan), its read, on a replica when one is in use
+    (lists and searches may be a little behind), its count, its body. `located_by_time`: the
+    database has the index of the points with their time (repository.located_by_time)."""
+    few = plan.few_matches(db.dialect, few_matches)
     shape = replace(params, fields=None, q=None, count="default")  # what the statements read
 
-    async def read(conn: AsyncConnection) -> tuple[list[str], list[Any], int | None, str, Computed]:
-        first = await _first_words(conn, counts, params.words, few)
-        # SQLite walks the units in order for a search many match (search.index.match).
-        walk = db.dialect == "sqlite" and not first and few > 0
+    async def read(conn: AsyncConnection) -> tuple[plan.Page, Total, Computed]:
+        sizes = SearchCounts(conn, counts)
+        first = await plan.choose_first(params.words, few, sizes.words, sizes.known)
+        walk = plan.walks(db.dialect, first, few)
         statements = _statements(db.dialect, shape, policy, first, walk, located_by_time)
-        condition, distance = statements.condition, statements.distance
         seen = counts.seen
-        ranked = None
-        if not first and _ranked_alone(params, policy):
-            ranked = await _ranked_page(conn, counts, params, offset, few)
-        if ranked is not None:
-            docs, version, values = ranked
-        else:
-            docs, version, values = await repository.read_page(
-                conn, statements.query, statements.sql
-            )
-        counts.saw(version)
-        mode: str = params.count
-        total: int | None = None
-        key = (params.filter, policy, params.words)
-        if mode == "estimated" and db.dialect == "postgresql":
-            total = await estimate(conn, statements.explained(conn.dialect))
-        elif mode != "none" and len(docs) <= params.limit and (docs or offset == 0):
-            # The last page: what came before it and what is on it, read in one statement; an
-            # empty one holds at the version seen before it, if that is still the current one.
-            mode, total = "exact", offset + len(docs)
-            # An empty page read on a replica has no version of its own to be stored at.
-            if version is not None or conn.engine is db.engine:
-                counts.put(key, seen if version is None else version, total)
-        elif mode != "none":
-            # Unasked, an exact total may take count_budget_ms; asked for, as long as it takes.
-            budget = count_budget_ms if mode == "default" else None
-            mode = "exact"
-            narrowed = params.filter is not None or policy is not None
-            counting = partial(exact_count, narrowed, params.words, condition, first, db.dialect)
-            total = await counts.total(conn, key, version, counting, budget)
-            if total is None:
-                mode = "estimated"
-                total = await estimate(conn, statements.explained(conn.dialect))
-        return docs, values, total, mode, distance
+        page = None
+        if plan.by_tiers(statements.shape, first):
+            page = await _ranked_page(conn, counts, sizes, params, few)
+        if page is None:
+            page = await repository.read_page(conn, statements.query, statements.sql)
+        counts.saw(page[1])
+        primary = conn.engine is db.engine
+        total = await _total(conn, counts, params, statements, page, seen, primary, count_budget_ms)
+        return page, total, statements.distance
 
-    # Lists and searches may be a little behind: a replica's, when one is in use.
-    docs, values, total, mode, distance = await db.run_on_replica(read)
-    has_next = len(docs) > params.limit
-    pages = max(1, math.ceil(total / params.limit)) if total is not None else None
-    return {
-        "data": [
-            _project(doc, params.fields, dict(zip(distance.shown.values(), shown, strict=False)))
-            for doc, shown in zip(docs[: params.limit], values, strict=False)
-        ],
-        "meta": {
-            "page": params.page,
-            "limit": params.limit,
-            "total": total,
-            "totalPages": pages,
-            "count": mode,
-        },
-        "links": page_links(url, params.page, pages, has_next),
-    }
+    page, total, distance = await db.run_on_replica(read)
+    return _body(params, url, page, total, distance)

@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import format_time
 from units_api.db import Database
 from units_api.errors import ValidationFailed
+from units_api.filters.maps import MapPlan
 from units_api.filters.parser import parse_filter
 from units_api.filters.tree import Node
-from units_api.http.json import dumps, load_stored
+from units_api.http.json import dumps
 from units_api.http.paging import (
     FLOAT,
     INTEGER,
@@ -39,8 +40,9 @@ from units_api.units.fields import (
     RELEVANCE,
     TIMES,
     SortKey,
+    project,
 )
-from units_api.units.filtering import located, unit_condition
+from units_api.units.filtering import unit_filters
 from units_api.units.remembering import Answer, ResultCache, question_key
 from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.schemas import (
@@ -65,12 +67,11 @@ _FUNCTIONS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _filtered(db: Database, request: QueryRequest, policy: Node | None) -> ColumnElement[bool]:
+def _filtered(
+    db: Database, request: QueryRequest, policy: Node | None
+) -> tuple[ColumnElement[bool], MapPlan]:
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
-    return and_(
-        unit_condition(tree, db.dialect, "filter"),
-        unit_condition(policy, db.dialect, "policy"),
-    )
+    return unit_filters(tree, policy, db.dialect, "filter")
 
 
 async def run_query(
@@ -79,7 +80,7 @@ async def run_query(
     """A page of units, or the aggregates' rows (remembered in `results` when given)."""
     if request.aggregates:
         return await _aggregates(db, request, policy, results)
-    filtered = _filtered(db, request, policy)
+    filtered, place = _filtered(db, request, policy)
     condition = and_(filtered, search_condition(request.q, db.dialect, units.c.id))
     if request.groupBy:
         raise ValidationFailed([("groupBy", "needs at least one aggregate")])
@@ -88,9 +89,9 @@ async def run_query(
     check_relevance(sort, words, "sort")
     tree = parse_filter(request.filter, "filter") if request.filter is not None else None
     check_distance(sort, tree, "sort", "filter")
-    distance = by_distance(sort, tree)
+    distance = by_distance(sort, place.near)
     # A map search finds its page in the index of the points (repository.page_query).
-    from_index = located(tree) or located(policy)
+    from_index = place.located
     if any(key.field == RELEVANCE for key in sort):
         relevance = by_relevance(words, db.dialect)
         computed = Computed({**relevance.keys, **distance.keys}, relevance.source, distance.shown)
@@ -125,16 +126,6 @@ def _keyset(sort: tuple[SortKey, ...]) -> Keyset:
     return Keyset(f"query:{order}", (*(_kind(key.field) for key in sort), UUID))
 
 
-def _project(doc: str, fields: list[str] | None, shown: dict[str, Any]) -> Any:
-    """The record, or its `fields`, with the values a sort adds to it (`distanceMeters`)."""
-    if fields is None:
-        if not shown:
-            return orjson.Fragment(doc)
-        return orjson.Fragment(doc[:-1] + "," + orjson.dumps(shown).decode()[1:])
-    record = load_stored(doc)
-    return {name: record.get(name) for name in dict.fromkeys(["id", *fields])} | shown
-
-
 async def _page(
     db: Database,
     request: QueryRequest,
@@ -161,9 +152,10 @@ async def _page(
     )
     names = [key.field for key in sort]
     added = {field: f"k{names.index(name)}" for name, field in computed.shown.items()}
+    fields = None if request.fields is None else tuple(dict.fromkeys(["id", *request.fields]))
     return {
         "data": [
-            _project(row["doc"], request.fields, {field: row[k] for field, k in added.items()})
+            project(row["doc"], fields, {field: row[k] for field, k in added.items()})
             for row in shown
         ],
         "nextCursor": next_cursor,
@@ -251,7 +243,7 @@ async def _aggregates(
 
     async def aggregate(conn: AsyncConnection) -> Answer:
         condition = and_(
-            _filtered(db, request, policy), search_condition(request.q, db.dialect, units.c.id)
+            _filtered(db, request, policy)[0], search_condition(request.q, db.dialect, units.c.id)
         )
         groups = [(name, GROUPABLE[name]) for name in request.groupBy]
         measures = [(alias, _measure(spec)) for alias, spec in request.aggregates.items()]

@@ -30,6 +30,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
 from units_api.db import Connection, UTCDateTime, driver_connection
+from units_api.search.normalize import Words
+from units_api.search.plan import Page
+from units_api.search.rank import Tier, ranked_matches
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
@@ -260,6 +263,20 @@ def hits_query(hits: Subquery, descending: bool) -> Select[Any]:
     )
 
 
+async def ranked_page(
+    conn: AsyncConnection,
+    words: Words,
+    tiers: list[tuple[Tier, bool]],
+    descending: bool,
+    limit: int,
+    offset: int,
+) -> Page:
+    """A page of a search by relevance, from `offset` in the first of the `tiers` it falls
+    in (search.rank.ranked_matches), as `read_page` gives it."""
+    hits = ranked_matches(words, tiers, descending, limit, offset, conn.dialect.name, units)
+    return await read_page(conn, ranked_hits_query(hits, descending))
+
+
 def ranked_hits_query(hits: Subquery, descending: bool) -> Select[Any]:
     """The records of a page of (unit_id, created_at, score) hits, in their order (relevance,
     then creation, then id), with the version."""
@@ -276,7 +293,11 @@ async def custom_plans(conn: AsyncConnection) -> AsyncIterator[None]:
     """PostgreSQL plans each statement run inside for its own values. A prepared statement
     run often gets one generic plan, blind to its search words and limits: for a relevance
     tier that is a sort of every match (hundreds of milliseconds) instead of a walk to the
-    page (under one). The service's reads run outside transactions, so it is set back by hand."""
+    page (under one). The service's reads run outside transactions, so it is set back by hand.
+    SQLite plans every statement anew."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
     await conn.exec_driver_sql("SET plan_cache_mode = force_custom_plan")
     try:
         yield
@@ -294,7 +315,7 @@ _POSTGRESQL = postgresql_asyncpg.dialect()  # type: ignore[no-untyped-call]
 LITERAL_LIMIT = 32 * 1024
 
 
-def literal_sql(query: Select[Any]) -> str | None:
+def literal_sql(query: Select[Any], dialect: str) -> str | None:
     """PostgreSQL: the statement with its values written in, when every one is a number (or
     a list of numbers, or a time) and it is at most LITERAL_LIMIT long; else None.
 
@@ -302,6 +323,8 @@ def literal_sql(query: Select[Any]) -> str | None:
     PostgreSQL about 1.1 ms of the page's 2.5 at 1,000,000 units, every time, as a prepared
     statement's values are planned for each run. Without parameters, a prepared statement
     keeps its one plan, made for these very values: the page then took 1.0 ms."""
+    if dialect != "postgresql":
+        return None
     compiled = query.compile(dialect=_POSTGRESQL)
     for value in compiled.params.values():
         items = value if isinstance(value, list | tuple) else (value,)
@@ -311,9 +334,7 @@ def literal_sql(query: Select[Any]) -> str | None:
     return sql if len(sql) <= LITERAL_LIMIT else None
 
 
-async def read_page(
-    conn: AsyncConnection, query: Select[Any], sql: str | None = None
-) -> tuple[list[str], int | None, list[tuple[Any, ...]]]:
+async def read_page(conn: AsyncConnection, query: Select[Any], sql: str | None = None) -> Page:
     """The records of a page query, the change version they were read at (None for none),
     and each record's values of the keys it shows; `sql`: the query as literal_sql gave it."""
     if sql is None:

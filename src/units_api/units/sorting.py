@@ -6,10 +6,13 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from units_api.errors import InvalidParameter
+from units_api.filters.maps import Near, required_near
+from units_api.filters.sql import distance_from
 from units_api.filters.tree import Node
-from units_api.search.index import Words, relevant_matches
+from units_api.search.normalize import Words
+from units_api.search.plan import Order
+from units_api.search.rank import relevant_matches
 from units_api.units.fields import COMPUTED_SORTS, DISTANCE, RELEVANCE, SORTABLE, SortKey
-from units_api.units.filtering import unit_distance, unit_near
 from units_api.units.repository import NOTHING_COMPUTED, Computed
 from units_api.units.tables import units
 
@@ -60,13 +63,32 @@ def check_relevance(sort: tuple[SortKey, ...], words: tuple[str, ...], parameter
         raise InvalidParameter(parameter, "relevance needs a search text (q) with a word in it")
 
 
-def by_relevance(words: Words, dialect: str, first: Words = ()) -> Computed:
-    """The relevance sort key: the search's matches joined to the units, with their score."""
+def by_relevance(
+    words: Words, dialect: str, first: Words = (), distance: Computed = NOTHING_COMPUTED
+) -> Computed:
+    """The relevance sort key: the search's matches joined to the units, with their score;
+    beside it, the `distance` key when the sort has one too."""
     relevant = relevant_matches(words, dialect, first)
     return Computed(
-        MappingProxyType({RELEVANCE: relevant.c.score}),
+        MappingProxyType({RELEVANCE: relevant.c.score, **distance.keys}),
         units.join(relevant, relevant.c.unit_id == units.c.id),
+        distance.shown,
     )
+
+
+_NEAREST_FIRST = (SortKey(DISTANCE, False),)
+
+
+def order_of(sort: tuple[SortKey, ...]) -> Order:
+    """What a read plan tells the sort to be (search.plan.Order)."""
+    fields = [key.field for key in sort]
+    if fields == ["createdAt"]:
+        return "created"
+    if sort == _NEAREST_FIRST:
+        return "nearest"
+    if fields == [RELEVANCE, "createdAt"] and sort[0].descending == sort[1].descending:
+        return "ranked"
+    return "relevance" if RELEVANCE in fields else "other"
 
 
 # The field a sort by distance adds to each record: metres from the =near= point.
@@ -76,7 +98,7 @@ DISTANCE_FIELD = "distanceMeters"
 def check_distance(
     sort: tuple[SortKey, ...], tree: Node | None, parameter: str, filter_parameter: str
 ) -> None:
-    if any(key.field == DISTANCE for key in sort) and unit_near(tree) is None:
+    if any(key.field == DISTANCE for key in sort) and required_near(tree) is None:
         raise InvalidParameter(
             parameter,
             f"distance needs exactly one unitLocation=near= in {filter_parameter}, joined to "
@@ -84,13 +106,12 @@ def check_distance(
         )
 
 
-def by_distance(sort: tuple[SortKey, ...], tree: Node | None) -> Computed:
+def by_distance(sort: tuple[SortKey, ...], near: Near | None) -> Computed:
     """The distance sort key (none unless the sort names it): metres from the filter's one
-    `=near=` point, added to each record as `distanceMeters`."""
-    near = unit_near(tree)
+    `=near=` point (its MapPlan's), added to each record as `distanceMeters`."""
     if near is None or all(key.field != DISTANCE for key in sort):
         return NOTHING_COMPUTED
     return Computed(
-        MappingProxyType({DISTANCE: unit_distance(near)}),
+        MappingProxyType({DISTANCE: distance_from(near, units)}),
         shown=MappingProxyType({DISTANCE: DISTANCE_FIELD}),
     )

@@ -1,5 +1,5 @@
 """The search table's ranking words indexed (PostgreSQL, GIN): a search by relevance finds the
-few units of a tier (search.index.relevance_tiers) without reading every match.
+few units of a tier (search.rank.relevance_tiers) without reading every match.
 
 Built CONCURRENTLY, so writes go on meanwhile; an index left invalid by an interrupted build
 is dropped and built again. SQLite has nothing to do.

@@ -1,5 +1,5 @@
 """SQLite: the search table's ranking words indexed beside its body, so a search by relevance
-counts and walks each score's tier through the full-text index (search.index.relevance_tiers)
+counts and walks each score's tier through the full-text index (search.rank.relevance_tiers)
 instead of scoring every match. The `~` that marks a name's words is kept as part of a word.
 
 The FTS5 table is rebuilt from the old one's rows in the migration's transaction (no document
