@@ -9,6 +9,7 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from pydantic import (
     AliasChoices,
@@ -21,12 +22,13 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 from redis.connection import parse_url as parse_redis_url
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from units_api.errors import SettingError
 from units_api.http.rates import Rate, parse_rate
 from units_api.search.plan import FEW_MATCHES
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 DEFAULT_DATABASE_URL = "sqlite:///./data/units.db"
 DATABASE_DRIVERS = (
@@ -242,6 +244,10 @@ FOREIGN_PREFIXES = ("UNITS_API_TEST_",)
 
 def database_url(value: str) -> URL:
     """`UNITS_API_DATABASE_URL` parsed; ValueError when it is not a SQLite or PostgreSQL URL."""
+    # Imported here: a script may read the settings without loading the database layer.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         parsed = make_url(value)
     except (ArgumentError, ValueError):
