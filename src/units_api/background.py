@@ -3,7 +3,7 @@
 
 Always: announcing this process's events to workers elsewhere (`events/wakeup.py`,
 PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a loop of
-`jobs/loop.py`:
+`loop.py`:
 
 - the unit schedule (`units/schedule.run_due`): scheduled publications, expired reservations;
 - housekeeping (`jobs/housekeeping.run_housekeeping`);
@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from units_api import loop
 from units_api.context import AppContext
 from units_api.events.wakeup import Wakeup
-from units_api.jobs import loop
 from units_api.jobs.execution import JobRunner
 from units_api.jobs.housekeeping import HOUSEKEEPING_EVERY, run_housekeeping
 from units_api.search.upkeep import VACUUM_EVERY, vacuum_search

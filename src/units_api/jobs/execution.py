@@ -28,14 +28,14 @@ import orjson
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api import metrics, tracing
+from units_api import loop, metrics, tracing
 from units_api.clock import utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.errors import bound_error
 from units_api.events.recorder import record_job_event
 from units_api.http.json import dumps
-from units_api.jobs import kinds, loop, queue
+from units_api.jobs import kinds, queue
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import Storage, open_storage
