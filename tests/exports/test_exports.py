@@ -24,12 +24,7 @@ from tests.conftest import Api, claim_first, start_api
 from units_api.clock import format_time, utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
-from units_api.exports.formats import (
-    DOCUMENT_ORDER,
-    STATUS_COLUMNS,
-    XLSX_DATE_FORMAT,
-    XLSX_MAX_WIDTH,
-)
+from units_api.exports.formats import XLSX_DATE_FORMAT, XLSX_MAX_WIDTH
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
 from units_api.jobs.execution import run_claimed
@@ -38,6 +33,7 @@ from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
 from units_api.sample_data import fake_unit
+from units_api.units.columns import DOCUMENT_ORDER, STATUS_COLUMNS
 
 EXPORTS = "/api/v2/units/exports"
 FORMULA = "=1+1"

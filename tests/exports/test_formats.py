@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from units_api.exports.formats import (
-    DOCUMENT_ORDER,
     ParquetWriter,
     columns_for,
     field_texts,
@@ -26,6 +25,7 @@ from units_api.exports.formats import (
 )
 from units_api.process import WRITEBACK_BYTES, Writeback
 from units_api.sample_data import fake_unit
+from units_api.units.columns import DOCUMENT_ORDER
 from units_api.units.record import UnitRecord, new_availability, new_publishing
 from units_api.units.schemas import UnitFields
 from units_api.units.validation import validate_unit

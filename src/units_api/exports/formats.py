@@ -1,4 +1,4 @@
-"""Export file formats: the columns of a unit, and one writer per format.
+"""Export file formats: an export's columns (`units/columns.py`), and one writer per format.
 
 Every writer takes stored documents (the JSON text the API returns) in batches and writes
 them in constant memory. Numbers and nested values are taken as the exact text they are
@@ -25,10 +25,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
-from units_api.filters.fields import Kind
 from units_api.process import release_freed_memory
-from units_api.units.filtering import UNIT_CATALOGUE
-from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.columns import COLUMN_KINDS, DOCUMENT_ORDER, STATUS_COLUMNS, ColumnKind
 
 Format = Literal["csv", "jsonl", "xlsx", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "jsonl", "xlsx", "parquet")
@@ -40,16 +38,6 @@ MEDIA_TYPES = {
     "parquet": "application/vnd.apache.parquet",
 }
 GZIP_MEDIA_TYPE = "application/gzip"
-# A document's fields in the order the API writes them.
-DOCUMENT_ORDER = (
-    "id",
-    *EDITABLE_FIELDS,
-    "createdAt",
-    "updatedAt",
-    "version",
-    "publishing",
-    "availability",
-)
 XLSX_MAX_ROWS = 1_048_576 - 1  # a sheet's rows, less the header
 XLSX_MAX_CELL = 32_767  # characters a cell holds
 # The server's times, written to xlsx as date cells (a client's `readingDate`, inside
@@ -67,31 +55,14 @@ class ExportError(Exception):
     """The units cannot be written in this format; the message says why and what to do."""
 
 
-ColumnKind = Kind | Literal["json"]
-
-
 @dataclass(frozen=True, slots=True)
 class Column:
     name: str
     kind: ColumnKind
 
 
-def _kind(name: str) -> ColumnKind:
-    field = UNIT_CATALOGUE.fields.get(name)
-    if field is not None and field.path == (name,) and field.array is None:
-        return field.kind
-    return "json"
-
-
-# Read-only columns csv and xlsx add after the record's fields, so a spreadsheet can filter on
-# them: each the `status` of the document field named. Imports accept and drop them.
-STATUS_COLUMNS = {"publishingStatus": "publishing", "availabilityStatus": "availability"}
 # Parquet's column type of exact numbers (money): decimal128(precision, scale).
 PARQUET_DECIMAL = (38, 20)
-# Every column a file may have: the document's fields, then the read-only ones.
-COLUMN_KINDS: dict[str, ColumnKind] = {name: _kind(name) for name in DOCUMENT_ORDER} | {
-    name: "text" for name in STATUS_COLUMNS
-}
 _STATUS_OPENING = '{"status":"'
 
 

@@ -15,12 +15,7 @@ from units_api.config import DEFAULTS
 from units_api.context import app_context
 from units_api.errors import FileOnAnotherMachine, Gone
 from units_api.exports import service
-from units_api.exports.formats import (
-    GZIP_MEDIA_TYPE,
-    MEDIA_TYPES,
-    PARQUET_DECIMAL,
-    STATUS_COLUMNS,
-)
+from units_api.exports.formats import GZIP_MEDIA_TYPE, MEDIA_TYPES, PARQUET_DECIMAL
 from units_api.exports.schemas import ExportCreate
 from units_api.http import docs
 from units_api.http.body import read_json
@@ -31,6 +26,7 @@ from units_api.http.paths import ID
 from units_api.jobs import queue
 from units_api.jobs import service as jobs_service
 from units_api.jobs.storage import LocalStorage, Storage, holder
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.validation import parse_model
 
 _STATUS_COLUMNS = " and ".join(f"`{name}`" for name in STATUS_COLUMNS)

@@ -22,7 +22,6 @@ from units_api.db import Database, driver_connection
 from units_api.errors import Conflict, Gone, ValidationFailed
 from units_api.exports.formats import (
     COMPRESSIBLE,
-    DOCUMENT_ORDER,
     GZIP_MEDIA_TYPE,
     MEDIA_TYPES,
     columns_for,
@@ -39,6 +38,7 @@ from units_api.jobs.work import (
 from units_api.process import Writeback, restore_cpu, yield_database_cpu
 from units_api.search.index import match
 from units_api.search.normalize import query_tokens
+from units_api.units.columns import DOCUMENT_ORDER
 from units_api.units.filtering import unit_condition
 from units_api.units.tables import units
 

@@ -31,7 +31,6 @@ from units_api.auth.service import Principal
 from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import ValidationFailed, bound_error
-from units_api.exports.formats import STATUS_COLUMNS
 from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
 from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
@@ -39,6 +38,7 @@ from units_api.jobs import queue
 from units_api.jobs.work import JobFailed, take
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.filtering import unit_predicate
 from units_api.units.record import UnitRecord, diff, new_availability, new_publishing
 from units_api.units.schemas import SERVER_FIELDS
