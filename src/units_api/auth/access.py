@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import Request
 
+from units_api.auth.scopes import ADMIN
 from units_api.auth.service import Principal
 from units_api.context import AppContext
 from units_api.errors import RateLimited
@@ -56,3 +59,8 @@ async def authorize(request: Request, scope: str) -> Principal:
     principal = await authenticate(request)
     principal.require(scope)
     return principal
+
+
+def owner_filter(principal: Principal) -> uuid.UUID | None:
+    """Whose jobs a key sees: an admin key every job (None), any other its own."""
+    return None if ADMIN in principal.scopes else principal.key_id

@@ -3,39 +3,32 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
 import orjson
 from fastapi import APIRouter, Request
-from fastapi import Path as PathParam
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
-from units_api.auth.access import authorize
+from units_api.auth.access import authorize, owner_filter
 from units_api.auth.scopes import UNITS_WRITE
 from units_api.config import DEFAULTS
 from units_api.context import app_context
 from units_api.errors import ValidationFailed
-from units_api.exports.router import JOBS_LIMIT, job_location, owner_filter
 from units_api.http import docs
 from units_api.http.body import MULTIPART, read_form
 from units_api.http.docs import problems, success
 from units_api.http.idempotency import REPLAYED
-from units_api.http.json import JSONResponse
-from units_api.http.paths import ID
 from units_api.ids import uuid7
 from units_api.imports import service
 from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
 from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
-from units_api.jobs import queue
-from units_api.jobs import service as jobs_service
+from units_api.jobs.router import Viewer, add_job_routes, queued
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
-JobId = Annotated[uuid.UUID, PathParam(description="The job's id (a UUID).")]
 _FIELDS = ("file", "format", "mode", "dryRun", "atomic")
 _TRUE, _FALSE = ("true", "1"), ("false", "0", "")
 
@@ -162,13 +155,7 @@ async def create_import(request: Request) -> Response:
 
     async def operation(conn: Any) -> Response:
         await service.create(conn, job_id, params, principal)
-        row = await queue.get(conn, job_id)
-        assert row is not None
-        return JSONResponse(
-            jobs_service.render(row),
-            status_code=202,
-            headers={"Location": job_location("import", job_id)},
-        )
+        return await queued(conn, service.KIND, job_id)
 
     try:
         response = await context.idempotency.run(
@@ -183,38 +170,18 @@ async def create_import(request: Request) -> Response:
     return response
 
 
-@router.get(
-    "",
-    operation_id="listImports",
-    summary="List imports",
-    description="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
-    "started; an admin key sees every one.",
-    responses={**success(200, "JobPage", "A page of import jobs"), **problems(400)},
-    openapi_extra={"parameters": [docs.limit(JOBS_LIMIT), docs.CURSOR]},
-)
-async def list_imports(request: Request) -> Response:
+async def _viewer(request: Request) -> Viewer:
     principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    size = JOBS_LIMIT.parse(request.query_params.get("limit"))
-    async with context.db.read() as conn:
-        page = await jobs_service.list_page(
-            conn, "import", owner_filter(principal), size, request.query_params.get("cursor")
-        )
-    return JSONResponse(page)
+    return Viewer(app_context(request).db, owner_filter(principal))
 
 
-@router.get(
-    f"/{ID}",
-    operation_id="getImport",
-    summary="Read an import job",
-    description="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
+add_job_routes(
+    router,
+    service.KIND,
+    _viewer,
+    listed="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
+    "started; an admin key sees every one.",
+    shown="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
     "`rowsUpdated`, `rowsUnchanged` and `errors` "
     "(`{row, field, message}`, nested fields named as in 422s: `paymentPlans[0].minPrice`).",
-    responses={**success(200, "Job", "The job"), **problems(404)},
 )
-async def get_import(request: Request, id: JobId) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    async with context.db.read() as conn:
-        row = await jobs_service.get(conn, id, owner_filter(principal), "import")
-    return JSONResponse(jobs_service.render(row))
