@@ -9,7 +9,7 @@ PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a 
 - housekeeping (`run_housekeeping`, below);
 - the search table's vacuum (`search/upkeep.vacuum_search`, PostgreSQL);
 - the event worker (`webhooks/worker.run_forever`): feed numbering, fan-out, delivery;
-- the job runner (`jobs/execution.JobRunner`): exports, imports, any kind in `jobs/kinds.py`.
+- the job runner (`jobs/execution.JobRunner`): every kind in `job_kinds.JOB_KINDS`.
 
 A new periodic task is a step function (one round of work, in transactions it opens itself)
 and one `_periodic` line in `start_background`.
@@ -27,10 +27,12 @@ from units_api import loop
 from units_api.console import sessions
 from units_api.context import AppContext
 from units_api.db import Database
+from units_api.events.recorder import record_job_event
 from units_api.events.service import prune
 from units_api.events.wakeup import Wakeup
 from units_api.http.idempotency import Idempotency
-from units_api.jobs.execution import JobRunner
+from units_api.job_kinds import JOB_KINDS
+from units_api.jobs.execution import JobRunner, JobSetup
 from units_api.jobs.housekeeping import expire_files, sweep_scratch
 from units_api.jobs.storage import Storage
 from units_api.search.upkeep import VACUUM_EVERY, vacuum_search
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 # How long a stopping process lets its loops finish the step they are in.
 STOP_GRACE = 10.0
 HOUSEKEEPING_EVERY = 600.0
+# What the job runner, and each job's child process, runs jobs with.
+JOBS = JobSetup(JOB_KINDS, record_job_event)
 
 
 @dataclass(slots=True)
@@ -131,6 +135,6 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop
             )
         ),
-        asyncio.create_task(JobRunner(db, settings, context.jobs_wake).run_forever(stop)),
+        asyncio.create_task(JobRunner(db, settings, context.jobs_wake, JOBS).run_forever(stop)),
     ]
     return background

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import Api, claim_first, start_api
+from units_api.background import JOBS
 from units_api.clock import format_time, utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
@@ -377,7 +378,8 @@ async def test_an_export_reads_the_primary_when_a_replica_was_promoted(
         job_db = Database(create_engine(postgres_url, pool_size=2))
         storage = open_storage(settings.storage_url, settings.files_dir, settings.machine_name)
         try:
-            await run_claimed(JobContext(job_db, promoted, storage, claim, timedelta(seconds=60)))
+            context = JobContext(job_db, promoted, storage, claim, timedelta(seconds=60))
+            await run_claimed(context, JOBS)
         finally:
             await job_db.dispose()
         assert job_db.replicas is None  # nothing read on the promoted server as a replica

@@ -15,6 +15,7 @@ from units_api.errors import FileOnAnotherMachine, Gone
 from units_api.exports import service
 from units_api.exports.formats import GZIP_MEDIA_TYPE, MEDIA_TYPES, PARQUET_DECIMAL
 from units_api.exports.schemas import ExportCreate
+from units_api.exports.tasks import JOB
 from units_api.http import docs
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, ref, success
@@ -61,7 +62,7 @@ async def create_export(request: Request) -> Response:
     params = service.plan(parse_model(ExportCreate, body.value), principal.policy)
 
     async def operation(conn: Any) -> Response:
-        return await queued(conn, service.KIND, await service.create(conn, params, principal))
+        return await queued(conn, JOB, await service.create(conn, params, principal))
 
     response = await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
     context.jobs_wake.set()
@@ -75,7 +76,7 @@ async def _viewer(request: Request) -> Viewer:
 
 add_job_routes(
     router,
-    service.KIND,
+    JOB,
     _viewer,
     listed="Newest first; follow `nextCursor` until it is null. A key sees the exports it "
     "asked for; an admin key sees every one.",

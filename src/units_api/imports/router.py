@@ -25,6 +25,7 @@ from units_api.ids import uuid7
 from units_api.imports import service
 from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
 from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
+from units_api.imports.tasks import JOB
 from units_api.jobs.router import Viewer, add_job_routes, queued
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
@@ -155,7 +156,7 @@ async def create_import(request: Request) -> Response:
 
     async def operation(conn: Any) -> Response:
         await service.create(conn, job_id, params, principal)
-        return await queued(conn, service.KIND, job_id)
+        return await queued(conn, JOB, job_id)
 
     try:
         response = await context.idempotency.run(
@@ -177,7 +178,7 @@ async def _viewer(request: Request) -> Viewer:
 
 add_job_routes(
     router,
-    service.KIND,
+    JOB,
     _viewer,
     listed="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
     "started; an admin key sees every one.",

@@ -19,6 +19,7 @@ from units_api.http.json import JSONResponse
 from units_api.http.paging import Limit
 from units_api.http.paths import ID
 from units_api.jobs import queue, service
+from units_api.jobs.kinds import JobKind
 
 JOBS_LIMIT = Limit(default=50, maximum=200)
 JobId = Annotated[uuid.UUID, Path(description="The job's id (a UUID).")]
@@ -41,34 +42,34 @@ def job_location(kind: str, job_id: object) -> str:
     return f"/api/v2/units/{kind}s/{job_id}"
 
 
-async def queued(conn: AsyncConnection, kind: str, job_id: uuid.UUID) -> Response:
+async def queued(conn: AsyncConnection, kind: JobKind, job_id: uuid.UUID) -> Response:
     """The answer to a request that queued the job `job_id`: the job, and where to follow it."""
     row = await queue.get(conn, job_id)
     assert row is not None
-    return JSONResponse(
-        service.render(row), status_code=202, headers={"Location": job_location(kind, job_id)}
-    )
+    location = job_location(kind.name, job_id)
+    return JSONResponse(service.render(row, kind), status_code=202, headers={"Location": location})
 
 
 def add_job_routes(
-    router: APIRouter, kind: str, authorize: Authorize, listed: str, shown: str | None = None
+    router: APIRouter, job: JobKind, authorize: Authorize, listed: str, shown: str | None = None
 ) -> None:
-    """Add to `router` the list of `kind`'s jobs and the read of one; `listed` and `shown`
-    describe them."""
+    """Add to `router` the list of the kind `job`'s jobs and the read of one; `listed` and
+    `shown` describe them."""
+    kind = job.name
 
     async def list_jobs(request: Request) -> Response:
         viewer = await authorize(request)
         size = JOBS_LIMIT.parse(request.query_params.get("limit"))
         cursor = request.query_params.get("cursor")
         async with viewer.db.read() as conn:
-            page = await service.list_page(conn, kind, viewer.owner, size, cursor)
+            page = await service.list_page(conn, job, viewer.owner, size, cursor)
         return JSONResponse(page)
 
     async def get_job(request: Request, id: JobId) -> Response:
         viewer = await authorize(request)
         async with viewer.db.read() as conn:
             row = await service.get(conn, id, viewer.owner, kind)
-        return JSONResponse(service.render(row))
+        return JSONResponse(service.render(row, job))
 
     name = kind.capitalize()
     router.add_api_route(
