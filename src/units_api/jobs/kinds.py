@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from units_api.jobs.work import JobContext
 
 Body = Callable[["JobContext"], Awaitable[dict[str, Any]]]
@@ -27,6 +29,11 @@ class JobKind:
     name: str
     body: Body
     fields: Fields
+    # What the OpenAPI document shows of it: its own fields (a model of what `fields`
+    # returns, after the fields every job has), the values of its jobs' `format`, and a job.
+    schema: type[BaseModel]
+    formats: tuple[str, ...]
+    example: Mapping[str, Any]
     # True: the job's process runs in the idle CPU class, only on time nothing else wants
     # (for work that holds no lock a request may wait for); False: at a lowered priority.
     idle: bool
