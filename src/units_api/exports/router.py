@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 
-from units_api.auth.access import authorize, owner_filter
+from units_api.auth.access import authorize, job_viewer, owner_filter
 from units_api.auth.scopes import UNITS_EXPORT
 from units_api.config import DEFAULTS
 from units_api.context import app_context
@@ -21,7 +21,7 @@ from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, ref, success
 from units_api.http.paths import ID
 from units_api.jobs import service as jobs_service
-from units_api.jobs.router import JobId, Viewer, add_job_routes, queued
+from units_api.jobs.router import JobId, add_job_routes, queued
 from units_api.jobs.storage import LocalStorage, Storage, holder
 from units_api.units.columns import STATUS_COLUMNS
 from units_api.validation import parse_model
@@ -69,15 +69,10 @@ async def create_export(request: Request) -> Response:
     return response
 
 
-async def _viewer(request: Request) -> Viewer:
-    principal = await authorize(request, UNITS_EXPORT)
-    return Viewer(app_context(request).db, owner_filter(principal))
-
-
 add_job_routes(
     router,
     JOB,
-    _viewer,
+    job_viewer(UNITS_EXPORT),
     listed="Newest first; follow `nextCursor` until it is null. A key sees the exports it "
     "asked for; an admin key sees every one.",
 )

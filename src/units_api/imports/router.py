@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
-from units_api.auth.access import authorize, owner_filter
+from units_api.auth.access import authorize, job_viewer
 from units_api.auth.scopes import UNITS_WRITE
 from units_api.config import DEFAULTS
 from units_api.context import app_context
@@ -26,7 +26,7 @@ from units_api.imports import service
 from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
 from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
 from units_api.imports.tasks import JOB
-from units_api.jobs.router import Viewer, add_job_routes, queued
+from units_api.jobs.router import add_job_routes, queued
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
@@ -171,15 +171,10 @@ async def create_import(request: Request) -> Response:
     return response
 
 
-async def _viewer(request: Request) -> Viewer:
-    principal = await authorize(request, UNITS_WRITE)
-    return Viewer(app_context(request).db, owner_filter(principal))
-
-
 add_job_routes(
     router,
     JOB,
-    _viewer,
+    job_viewer(UNITS_WRITE),
     listed="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
     "started; an admin key sees every one.",
     shown="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
