@@ -32,7 +32,6 @@ from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import ValidationFailed, bound_error
 from units_api.filters.parser import parse_filter
-from units_api.ids import uuid7
 from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
 from units_api.jobs import queue
 from units_api.jobs.work import JobFailed, take
@@ -40,7 +39,7 @@ from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.filtering import unit_predicate
-from units_api.units.record import UnitRecord, diff, new_availability, new_publishing
+from units_api.units.record import UnitRecord, diff
 from units_api.units.schemas import SERVER_FIELDS
 from units_api.units.service import Vocabularies
 from units_api.units.validation import validate_unit
@@ -279,15 +278,7 @@ class Importer:
                 )
                 target = updates
             else:
-                record = UnitRecord(
-                    item.unit_id or uuid7(),
-                    1,
-                    now,
-                    now,
-                    item.fields,
-                    new_publishing(),
-                    new_availability(now),
-                )
+                record = UnitRecord.new(item.fields, item.unit_id, now)
                 change = changes.created(record, "import")
                 target = inserts
             if self.admit is not None and not self.admit(_stored(record, target is updates)):

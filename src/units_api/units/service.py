@@ -14,22 +14,19 @@ from typing import Any, Protocol
 
 import orjson
 
-from units_api.clock import format_time, utcnow
+from units_api.clock import format_time
 from units_api.db import Connection
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
 from units_api.http.paging import INTEGER, Keyset
-from units_api.ids import uuid7
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_predicate
 from units_api.units.record import (
     UnitRecord,
     diff,
-    new_availability,
-    new_publishing,
 )
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.validation import check_patch_keys, validate_patched, validate_unit
@@ -84,17 +81,7 @@ def _admit(who: Caller) -> changes.Admit | None:
 
 
 async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabularies) -> Written:
-    fields = validate_unit(body, vocabularies)
-    now = utcnow()
-    record = UnitRecord(
-        id=uuid7(),
-        version=1,
-        created_at=now,
-        updated_at=now,
-        fields=fields,
-        publishing=new_publishing(),
-        availability=new_availability(now),
-    )
+    record = UnitRecord.new(validate_unit(body, vocabularies))
     change = changes.created(record)
     await changes.write(conn, "insert", [change], who.actor, last=True, admit=_admit(who))
     return Written(record.id, record.version, change.doc.encode())
