@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 from fastapi import APIRouter, Request
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
@@ -23,34 +22,13 @@ from units_api.http.docs import problems, success
 from units_api.http.idempotency import REPLAYED
 from units_api.ids import uuid7
 from units_api.imports import service
-from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
-from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
+from units_api.imports.schemas import FIELDS, IMPORT_FORM, ImportForm
+from units_api.imports.service import MAX_LISTED_ERRORS
 from units_api.imports.tasks import JOB
 from units_api.jobs.router import add_job_routes, queued
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
-_FIELDS = ("file", "format", "mode", "dryRun", "atomic")
-_TRUE, _FALSE = ("true", "1"), ("false", "0", "")
-
-
-def _flag(name: str, raw: Any, errors: list[tuple[str, str]]) -> bool:
-    value = "" if raw is None else str(raw).strip().lower()
-    if value not in _TRUE + _FALSE:
-        errors.append((name, "must be true or false"))
-    return value in _TRUE
-
-
-def _format(upload: UploadFile, raw: Any, errors: list[tuple[str, str]]) -> str:
-    if raw:
-        if raw not in FORMATS:
-            errors.append(("format", f"must be one of {', '.join(FORMATS)}"))
-        return str(raw)
-    found = format_of(upload.filename or "")
-    if found is None:
-        endings = ", ".join([*EXTENSIONS, *GZIP_EXTENSIONS])
-        errors.append(("format", f"give it, or a file name ending in {endings}"))
-    return found or ""
 
 
 def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes]:
@@ -97,61 +75,26 @@ def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes
     },
     openapi_extra={
         "parameters": [IDEMPOTENCY_KEY],
-        "requestBody": {
-            "required": True,
-            "content": {
-                MULTIPART: {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {
-                            "file": {"type": "string", "format": "binary"},
-                            "format": {"type": "string", "enum": list(FORMATS)},
-                            "mode": {"type": "string", "enum": list(MODES), "default": "create"},
-                            "dryRun": {"type": "boolean", "default": False},
-                            "atomic": {"type": "boolean", "default": False},
-                        },
-                    }
-                }
-            },
-        },
+        "requestBody": {"required": True, "content": {MULTIPART: {"schema": IMPORT_FORM}}},
     },
 )
 async def create_import(request: Request) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    form = await read_form(request, context.settings.max_import_bytes, len(_FIELDS))
+    form = await read_form(request, context.settings.max_import_bytes, len(FIELDS))
     try:
-        errors: list[tuple[str, str]] = [
-            (name, "is not a field of an import") for name in form if name not in _FIELDS
-        ]
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile):
-            raise ValidationFailed([*errors, ("file", "is required: the file to import")])
-        fmt = _format(upload, form.get("format"), errors)
-        mode = str(form.get("mode") or "create")
-        if mode not in MODES:
-            errors.append(("mode", f"must be one of {', '.join(MODES)}"))
-        dry_run = _flag("dryRun", form.get("dryRun"), errors)
-        atomic = _flag("atomic", form.get("atomic"), errors)
-        if errors:
-            raise ValidationFailed(errors)
+        upload = ImportForm.read(form)
         job_id = uuid7()
-        key = f"imports/{job_id}.{fmt}"
-        scratch = context.storage.scratch("." + fmt)
-        fields = orjson.dumps([fmt, mode, dry_run, atomic])
-        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload, scratch, fields)
+        key = f"imports/{job_id}.{upload.format}"
+        scratch = context.storage.scratch("." + upload.format)
+        options = upload.options()
+        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload.file, scratch, options)
     finally:
         await form.close()
-    if head == b"":
+    if (fault := upload.fault(head)) is not None:
         await anyio.Path(scratch).unlink(missing_ok=True)
-        raise ValidationFailed([("file", "is empty")])
-    if fmt == "xlsx" and head != XLSX_MAGIC:
-        await anyio.Path(scratch).unlink(missing_ok=True)
-        raise ValidationFailed([("file", "is not an xlsx workbook")])
-    params = ImportParams(
-        fmt, mode, dry_run, atomic, key, principal.policy, principal.actor, context.storage.place()
-    )
+        raise ValidationFailed([("file", fault)])
+    params = upload.params(key, principal, context.storage.place())
     await context.storage.put(key, scratch)
 
     async def operation(conn: Any) -> Response:
