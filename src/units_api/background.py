@@ -3,13 +3,13 @@
 
 Always: announcing this process's events to workers elsewhere (`events/wakeup.py`,
 PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a loop of
-`jobs/loop.py`:
+`loop.py`:
 
 - the unit schedule (`units/schedule.run_due`): scheduled publications, expired reservations;
-- housekeeping (`jobs/housekeeping.run_housekeeping`);
+- housekeeping (`run_housekeeping`, below);
 - the search table's vacuum (`search/upkeep.vacuum_search`, PostgreSQL);
 - the event worker (`webhooks/worker.run_forever`): feed numbering, fan-out, delivery;
-- the job runner (`jobs/execution.JobRunner`): exports, imports, any kind in `jobs/kinds.py`.
+- the job runner (`jobs/execution.JobRunner`): every kind in `job_kinds.JOB_KINDS`.
 
 A new periodic task is a step function (one round of work, in transactions it opens itself)
 and one `_periodic` line in `start_background`.
@@ -18,22 +18,35 @@ and one `_periodic` line in `start_background`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from units_api import loop
+from units_api.console import sessions
 from units_api.context import AppContext
+from units_api.db import Database
+from units_api.events.recorder import record_job_event
+from units_api.events.service import prune
 from units_api.events.wakeup import Wakeup
-from units_api.jobs import loop
-from units_api.jobs.execution import JobRunner
-from units_api.jobs.housekeeping import HOUSEKEEPING_EVERY, run_housekeeping
+from units_api.http.idempotency import Idempotency
+from units_api.job_kinds import JOB_KINDS
+from units_api.jobs.execution import JobRunner, JobSetup
+from units_api.jobs.housekeeping import expire_files, sweep_scratch
+from units_api.jobs.storage import Storage
 from units_api.search.upkeep import VACUUM_EVERY, vacuum_search
+from units_api.units import remembering
 from units_api.units.schedule import run_due
 from units_api.webhooks import worker
 from units_api.webhooks.service import Timing
 
+log = logging.getLogger(__name__)
 # How long a stopping process lets its loops finish the step they are in.
 STOP_GRACE = 10.0
+HOUSEKEEPING_EVERY = 600.0
+# What the job runner, and each job's child process, runs jobs with.
+JOBS = JobSetup(JOB_KINDS, record_job_event)
 
 
 @dataclass(slots=True)
@@ -54,6 +67,34 @@ class Background:
 
     async def wait(self) -> None:
         await asyncio.gather(*self.tasks)
+
+
+async def run_housekeeping(
+    db: Database, retention_days: int, idempotency: Idempotency, storage: Storage
+) -> None:
+    """One round of housekeeping, each part in transactions of its own: pruning events past
+    their retention (one process at a time), sweeping idempotency records past their window,
+    deleting job files past their expiry, dropping remembered query answers no request can
+    be given any more, deleting console sessions past their time, and removing temporary
+    files left by job processes that died."""
+    pruned = await prune(db, retention_days)
+    swept = await idempotency.sweep()
+    expired = await expire_files(db, storage)
+    forgotten = await remembering.prune(db)
+    async with db.transaction() as conn:
+        signed_out = await sessions.sweep(conn)
+    await sweep_scratch(storage)
+    if pruned or swept or expired or forgotten or signed_out:
+        log.info(
+            "housekeeping",
+            extra={
+                "events": pruned,
+                "idempotency": swept,
+                "exports": expired,
+                "answers": forgotten,
+                "sessions": signed_out,
+            },
+        )
 
 
 def _periodic(
@@ -94,6 +135,6 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop
             )
         ),
-        asyncio.create_task(JobRunner(db, settings, context.jobs_wake).run_forever(stop)),
+        asyncio.create_task(JobRunner(db, settings, context.jobs_wake, JOBS).run_forever(stop)),
     ]
     return background

@@ -20,7 +20,8 @@ from units_api.exports.schemas import ExportCreate
 from units_api.filters import geo
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.http.docs import problem
-from units_api.jobs.schemas import Job, JobPage
+from units_api.job_kinds import JOB_KINDS
+from units_api.jobs.schemas import job_schemas
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.schemas import (
     AvailabilityAction,
@@ -156,6 +157,8 @@ class Problem(BaseModel):
     )
 
 
+# A job: the fields every job has, then each kind's own.
+Job, JobPage = job_schemas(JOB_KINDS.all())
 DOC_MODELS: tuple[type[BaseModel], ...] = (
     Problem,
     UnitWrite,

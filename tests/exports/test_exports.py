@@ -21,14 +21,11 @@ import pytest
 from sqlalchemy import update
 
 from tests.conftest import Api, claim_first, start_api
+from units_api.background import JOBS
 from units_api.clock import format_time, utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
-from units_api.exports.formats import (
-    STATUS_COLUMNS,
-    XLSX_DATE_FORMAT,
-    XLSX_MAX_WIDTH,
-)
+from units_api.exports.formats import XLSX_DATE_FORMAT, XLSX_MAX_WIDTH
 from units_api.exports.service import ExportParams, write_export
 from units_api.http.json import dumps
 from units_api.jobs.execution import run_claimed
@@ -37,6 +34,7 @@ from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
 from units_api.sample_data import fake_unit
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.schemas import DOCUMENT_ORDER
 
 EXPORTS = "/api/v2/units/exports"
@@ -381,7 +379,8 @@ async def test_an_export_reads_the_primary_when_a_replica_was_promoted(
         job_db = Database(create_engine(postgres_url, pool_size=2))
         storage = open_storage(settings.storage_url, settings.files_dir, settings.machine_name)
         try:
-            await run_claimed(JobContext(job_db, promoted, storage, claim, timedelta(seconds=60)))
+            context = JobContext(job_db, promoted, storage, claim, timedelta(seconds=60))
+            await run_claimed(context, JOBS)
         finally:
             await job_db.dispose()
         assert job_db.replicas is None  # nothing read on the promoted server as a replica

@@ -18,9 +18,9 @@ from sqlalchemy import func, select
 from tests.conftest import Api, start_api
 from tests.exports.test_exports import download, exact, make_units, run_export
 from units_api.config import Settings
-from units_api.exports.formats import STATUS_COLUMNS
 from units_api.http.json import dumps
 from units_api.imports.readers import open_reader
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import unit_history, units
 

@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from tests.conftest import Api, claim_first, start_api
 from tests.imports.test_imports import IMPORTS, start_import
+from units_api.background import JOBS
 from units_api.config import Settings
 from units_api.errors import kept_elsewhere
 from units_api.events.tables import events
@@ -51,7 +52,7 @@ async def run_on(api: Api, settings: Settings, claim: queue.Claim) -> dict[str, 
     """Run the claimed job's body as the machine of `settings` does; the job as the API shows
     it then."""
     storage = open_storage(settings.storage_url, settings.files_dir, settings.machine_name)
-    await run_claimed(JobContext(api.context.db, settings, storage, claim, LEASE))
+    await run_claimed(JobContext(api.context.db, settings, storage, claim, LEASE), JOBS)
     job: dict[str, Any] = (await api.request("GET", f"{IMPORTS}/{claim.id}")).json()
     return job
 

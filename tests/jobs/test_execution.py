@@ -10,11 +10,12 @@ import orjson
 from sqlalchemy import select, update
 
 from tests.conftest import claim_first, start_api
+from units_api.background import JOBS
 from units_api.config import Settings
 from units_api.errors import MAX_ERROR_TEXT
 from units_api.events.tables import events
 from units_api.jobs import queue
-from units_api.jobs.execution import UNEXPECTED, job_lost, run_claimed
+from units_api.jobs.execution import UNEXPECTED, run_claimed
 from units_api.jobs.storage import open_storage
 from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
@@ -58,7 +59,7 @@ async def test_an_unexpected_failure_logs_a_bounded_line(settings: Settings) -> 
         logger = logging.getLogger("units_api.jobs.execution")
         logger.addHandler(lines)
         try:
-            await run_claimed(JobContext(db, idle, storage, claim, LEASE))
+            await run_claimed(JobContext(db, idle, storage, claim, LEASE), JOBS)
         finally:
             logger.removeHandler(lines)
 
@@ -113,7 +114,7 @@ async def test_a_job_whose_processes_keep_dying_fails_with_its_event(settings: S
         logger = logging.getLogger("units_api.jobs.execution")
         logger.addHandler(lines)
         try:
-            other = await queue.claim(db, "test", LEASE, ("import",), lost=job_lost)
+            other = await queue.claim(db, "test", LEASE, ("import",), lost=JOBS.lost)
         finally:
             logger.removeHandler(lines)
         if other is not None:  # a job another test left queued: put back

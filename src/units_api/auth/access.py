@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import Request
 
+from units_api.auth.scopes import ADMIN
 from units_api.auth.service import Principal
-from units_api.context import AppContext
+from units_api.context import AppContext, app_context
 from units_api.errors import RateLimited
 from units_api.http.middleware import add_response_header, note_key
+from units_api.jobs.router import Authorize, Viewer
 
 # The scope entry of a console call: the hash of its session's key.
 CONSOLE_KEY = "units_api.console_key"
@@ -56,3 +60,18 @@ async def authorize(request: Request, scope: str) -> Principal:
     principal = await authenticate(request)
     principal.require(scope)
     return principal
+
+
+def owner_filter(principal: Principal) -> uuid.UUID | None:
+    """Whose jobs a key sees: an admin key every job (None), any other its own."""
+    return None if ADMIN in principal.scopes else principal.key_id
+
+
+def job_viewer(scope: str) -> Authorize:
+    """The check of a request to see a kind's jobs: a key with `scope`, which sees its own."""
+
+    async def viewer(request: Request) -> Viewer:
+        principal = await authorize(request, scope)
+        return Viewer(app_context(request).db, owner_filter(principal))
+
+    return viewer

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from units_api.job_kinds import JOB_KINDS
+
 UNIT_EVENT_TYPES = (
     "unit.created",
     "unit.updated",
@@ -17,7 +19,10 @@ UNIT_EVENT_TYPES = (
     "unit.blocked",
     "unit.unblocked",
 )
-JOB_EVENT_TYPES = ("export.succeeded", "export.failed", "import.succeeded", "import.failed")
+# A job's end, for every kind of job.
+JOB_EVENT_TYPES = tuple(
+    f"{kind}.{end}" for kind in JOB_KINDS.names() for end in ("succeeded", "failed")
+)
 EVENT_TYPES = UNIT_EVENT_TYPES + JOB_EVENT_TYPES
 # Sent only by a webhook's test; never in the feed.
 TEST_EVENT_TYPE = "webhook.test"

@@ -1,4 +1,4 @@
-"""Export file formats: the columns of a unit, and one writer per format.
+"""Export file formats: an export's columns (`units/columns.py`), and one writer per format.
 
 Every writer takes stored documents (the JSON text the API returns) in batches and writes
 them in constant memory. Numbers and nested values are taken as the exact text they are
@@ -27,10 +27,9 @@ from typing import IO, Any, Literal, Protocol
 
 import orjson
 
-from units_api.filters.fields import Kind
 from units_api.process import release_freed_memory
+from units_api.units.columns import COLUMN_KINDS, STATUS_COLUMNS, ColumnKind
 from units_api.units.fields import project
-from units_api.units.filtering import UNIT_CATALOGUE
 from units_api.units.schemas import DOCUMENT_ORDER
 
 Format = Literal["csv", "jsonl", "xlsx", "parquet"]
@@ -60,31 +59,14 @@ class ExportError(Exception):
     """The units cannot be written in this format; the message says why and what to do."""
 
 
-ColumnKind = Kind | Literal["json"]
-
-
 @dataclass(frozen=True, slots=True)
 class Column:
     name: str
     kind: ColumnKind
 
 
-def _kind(name: str) -> ColumnKind:
-    field = UNIT_CATALOGUE.fields.get(name)
-    if field is not None and field.path == (name,) and field.array is None:
-        return field.kind
-    return "json"
-
-
-# Read-only columns csv and xlsx add after the record's fields, so a spreadsheet can filter on
-# them: each the `status` of the document field named. Imports accept and drop them.
-STATUS_COLUMNS = {"publishingStatus": "publishing", "availabilityStatus": "availability"}
 # Parquet's column type of exact numbers (money): decimal128(precision, scale).
 PARQUET_DECIMAL = (38, 20)
-# Every column a file may have: the document's fields, then the read-only ones.
-COLUMN_KINDS: dict[str, ColumnKind] = {name: _kind(name) for name in DOCUMENT_ORDER} | {
-    name: "text" for name in STATUS_COLUMNS
-}
 _STATUS_OPENING = '{"status":"'
 
 

@@ -2,53 +2,35 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 
-from units_api.auth.access import authorize
-from units_api.auth.scopes import ADMIN, UNITS_EXPORT
-from units_api.auth.service import Principal
+from units_api.auth.access import authorize, job_viewer, owner_filter
+from units_api.auth.scopes import UNITS_EXPORT
 from units_api.config import DEFAULTS
 from units_api.context import app_context
 from units_api.errors import FileOnAnotherMachine, Gone
 from units_api.exports import service
-from units_api.exports.formats import (
-    GZIP_MEDIA_TYPE,
-    MEDIA_TYPES,
-    PARQUET_DECIMAL,
-    STATUS_COLUMNS,
-)
+from units_api.exports.formats import GZIP_MEDIA_TYPE, MEDIA_TYPES, PARQUET_DECIMAL
 from units_api.exports.schemas import ExportCreate
+from units_api.exports.tasks import JOB
 from units_api.http import docs
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, ref, success
-from units_api.http.json import JSONResponse
-from units_api.http.paging import Limit
 from units_api.http.paths import ID
-from units_api.jobs import queue
 from units_api.jobs import service as jobs_service
+from units_api.jobs.router import JobId, add_job_routes, queued
 from units_api.jobs.storage import LocalStorage, Storage, holder
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.validation import parse_model
 
 _STATUS_COLUMNS = " and ".join(f"`{name}`" for name in STATUS_COLUMNS)
 
 router = APIRouter(prefix="/api/v2/units/exports", tags=["exports"])
-JOBS_LIMIT = Limit(default=50, maximum=200)
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
-JobId = Annotated[uuid.UUID, Path(description="The job's id (a UUID).")]
 _ONE = f"/{ID}"
-
-
-def job_location(kind: str, job_id: object) -> str:
-    return f"/api/v2/units/{kind}s/{job_id}"
-
-
-def owner_filter(principal: Principal) -> uuid.UUID | None:
-    """Whose jobs a key sees: an admin key every job, any other its own."""
-    return None if ADMIN in principal.scopes else principal.key_id
 
 
 @router.post(
@@ -80,52 +62,20 @@ async def create_export(request: Request) -> Response:
     params = service.plan(parse_model(ExportCreate, body.value), principal.policy)
 
     async def operation(conn: Any) -> Response:
-        job_id = await service.create(conn, params, principal)
-        row = await queue.get(conn, job_id)
-        assert row is not None
-        return JSONResponse(
-            jobs_service.render(row),
-            status_code=202,
-            headers={"Location": job_location("export", job_id)},
-        )
+        return await queued(conn, JOB, await service.create(conn, params, principal))
 
     response = await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
     context.jobs_wake.set()
     return response
 
 
-@router.get(
-    "",
-    operation_id="listExports",
-    summary="List exports",
-    description="Newest first; follow `nextCursor` until it is null. A key sees the exports it "
+add_job_routes(
+    router,
+    JOB,
+    job_viewer(UNITS_EXPORT),
+    listed="Newest first; follow `nextCursor` until it is null. A key sees the exports it "
     "asked for; an admin key sees every one.",
-    responses={**success(200, "JobPage", "A page of export jobs"), **problems(400)},
-    openapi_extra={"parameters": [docs.limit(JOBS_LIMIT), docs.CURSOR]},
 )
-async def list_exports(request: Request) -> Response:
-    principal = await authorize(request, UNITS_EXPORT)
-    context = app_context(request)
-    size = JOBS_LIMIT.parse(request.query_params.get("limit"))
-    async with context.db.read() as conn:
-        page = await jobs_service.list_page(
-            conn, "export", owner_filter(principal), size, request.query_params.get("cursor")
-        )
-    return JSONResponse(page)
-
-
-@router.get(
-    _ONE,
-    operation_id="getExport",
-    summary="Read an export job",
-    responses={**success(200, "Job", "The job"), **problems(404)},
-)
-async def get_export(request: Request, id: JobId) -> Response:
-    principal = await authorize(request, UNITS_EXPORT)
-    context = app_context(request)
-    async with context.db.read() as conn:
-        row = await jobs_service.get(conn, id, owner_filter(principal), "export")
-    return JSONResponse(jobs_service.render(row))
 
 
 @router.get(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+from pydantic import BaseModel, Field
 
 from units_api.clock import utcnow
 from units_api.errors import SettingError
-from units_api.exports.formats import ExportError, file_extension
+from units_api.exports.formats import FORMATS, ExportError, file_extension
 from units_api.exports.service import KIND, ExportParams, file_key, write_export
 from units_api.jobs.kinds import JobKind
 from units_api.jobs.work import JobContext, JobFailed
@@ -57,6 +58,21 @@ async def run_export_job(context: JobContext) -> dict[str, Any]:
     }
 
 
+class ExportFields(BaseModel):
+    """An export's own fields in its job."""
+
+    compression: Literal["none", "gzip"] | None = Field(
+        default=None, description="Exports: the file's compression."
+    )
+    filter: str | None = Field(
+        default=None, description="Exports: the `filter` asked for (null: every unit)."
+    )
+    q: str | None = Field(default=None, description="Exports: the search text asked for.")
+    fields: list[str] | None = Field(
+        default=None, description="Exports: the `fields` asked for (null: every field)."
+    )
+
+
 def fields(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "compression": params["compression"],
@@ -66,5 +82,23 @@ def fields(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, An
     }
 
 
+EXAMPLE = {
+    "id": "01a20e2e-5a0b-7464-bfa9-1ee5bc389b7d",
+    "kind": "export",
+    "status": "succeeded",
+    "format": "csv",
+    "progress": 1.0,
+    "rowCount": 1200,
+    "bytes": 7340032,
+    "createdAt": "2026-11-24T15:30:48.459Z",
+    "startedAt": "2026-11-24T15:30:48.462Z",
+    "finishedAt": "2026-11-24T15:30:49.605Z",
+    "expiresAt": "2026-12-01T15:30:49.605Z",
+    "error": None,
+    "compression": "gzip",
+    "filter": "city==Cairo;price=le=2000000",
+    "q": "villa",
+    "fields": ["name", "price", "paymentPlans"],
+}
 # An export holds no lock, so it takes only CPU time nothing else wants.
-JOB = JobKind(KIND, run_export_job, fields, idle=True)
+JOB = JobKind(KIND, run_export_job, fields, ExportFields, FORMATS, EXAMPLE, idle=True)

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from units_api.clock import format_time
-from units_api.exports.formats import COLUMN_KINDS, ColumnKind
 from units_api.http.json import parse_exact
 from units_api.imports.xlsx import MAX_CELL_CHARS, MAX_LINE_CHARS, open_sheet
 from units_api.jobs.work import JobFailed
+from units_api.units.columns import COLUMN_KINDS, ColumnKind
 
 FORMATS = ("csv", "jsonl", "xlsx")
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".xlsx": "xlsx"}

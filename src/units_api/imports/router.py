@@ -3,60 +3,32 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import anyio
-import orjson
 from fastapi import APIRouter, Request
-from fastapi import Path as PathParam
 from starlette.datastructures import UploadFile
 from starlette.responses import Response
 
-from units_api.auth.access import authorize
+from units_api.auth.access import authorize, job_viewer
 from units_api.auth.scopes import UNITS_WRITE
 from units_api.config import DEFAULTS
 from units_api.context import app_context
 from units_api.errors import ValidationFailed
-from units_api.exports.router import JOBS_LIMIT, job_location, owner_filter
 from units_api.http import docs
 from units_api.http.body import MULTIPART, read_form
 from units_api.http.docs import problems, success
 from units_api.http.idempotency import REPLAYED
-from units_api.http.json import JSONResponse
-from units_api.http.paths import ID
 from units_api.ids import uuid7
 from units_api.imports import service
-from units_api.imports.readers import EXTENSIONS, FORMATS, GZIP_EXTENSIONS, XLSX_MAGIC, format_of
-from units_api.imports.service import MAX_LISTED_ERRORS, MODES, ImportParams
-from units_api.jobs import queue
-from units_api.jobs import service as jobs_service
+from units_api.imports.schemas import FIELDS, IMPORT_FORM, ImportForm
+from units_api.imports.service import MAX_LISTED_ERRORS
+from units_api.imports.tasks import JOB
+from units_api.jobs.router import add_job_routes, queued
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
-JobId = Annotated[uuid.UUID, PathParam(description="The job's id (a UUID).")]
-_FIELDS = ("file", "format", "mode", "dryRun", "atomic")
-_TRUE, _FALSE = ("true", "1"), ("false", "0", "")
-
-
-def _flag(name: str, raw: Any, errors: list[tuple[str, str]]) -> bool:
-    value = "" if raw is None else str(raw).strip().lower()
-    if value not in _TRUE + _FALSE:
-        errors.append((name, "must be true or false"))
-    return value in _TRUE
-
-
-def _format(upload: UploadFile, raw: Any, errors: list[tuple[str, str]]) -> str:
-    if raw:
-        if raw not in FORMATS:
-            errors.append(("format", f"must be one of {', '.join(FORMATS)}"))
-        return str(raw)
-    found = format_of(upload.filename or "")
-    if found is None:
-        endings = ", ".join([*EXTENSIONS, *GZIP_EXTENSIONS])
-        errors.append(("format", f"give it, or a file name ending in {endings}"))
-    return found or ""
 
 
 def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes]:
@@ -103,72 +75,31 @@ def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes
     },
     openapi_extra={
         "parameters": [IDEMPOTENCY_KEY],
-        "requestBody": {
-            "required": True,
-            "content": {
-                MULTIPART: {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {
-                            "file": {"type": "string", "format": "binary"},
-                            "format": {"type": "string", "enum": list(FORMATS)},
-                            "mode": {"type": "string", "enum": list(MODES), "default": "create"},
-                            "dryRun": {"type": "boolean", "default": False},
-                            "atomic": {"type": "boolean", "default": False},
-                        },
-                    }
-                }
-            },
-        },
+        "requestBody": {"required": True, "content": {MULTIPART: {"schema": IMPORT_FORM}}},
     },
 )
 async def create_import(request: Request) -> Response:
     principal = await authorize(request, UNITS_WRITE)
     context = app_context(request)
-    form = await read_form(request, context.settings.max_import_bytes, len(_FIELDS))
+    form = await read_form(request, context.settings.max_import_bytes, len(FIELDS))
     try:
-        errors: list[tuple[str, str]] = [
-            (name, "is not a field of an import") for name in form if name not in _FIELDS
-        ]
-        upload = form.get("file")
-        if not isinstance(upload, UploadFile):
-            raise ValidationFailed([*errors, ("file", "is required: the file to import")])
-        fmt = _format(upload, form.get("format"), errors)
-        mode = str(form.get("mode") or "create")
-        if mode not in MODES:
-            errors.append(("mode", f"must be one of {', '.join(MODES)}"))
-        dry_run = _flag("dryRun", form.get("dryRun"), errors)
-        atomic = _flag("atomic", form.get("atomic"), errors)
-        if errors:
-            raise ValidationFailed(errors)
+        upload = ImportForm.read(form)
         job_id = uuid7()
-        key = f"imports/{job_id}.{fmt}"
-        scratch = context.storage.scratch("." + fmt)
-        fields = orjson.dumps([fmt, mode, dry_run, atomic])
-        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload, scratch, fields)
+        key = f"imports/{job_id}.{upload.format}"
+        scratch = context.storage.scratch("." + upload.format)
+        options = upload.options()
+        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload.file, scratch, options)
     finally:
         await form.close()
-    if head == b"":
+    if (fault := upload.fault(head)) is not None:
         await anyio.Path(scratch).unlink(missing_ok=True)
-        raise ValidationFailed([("file", "is empty")])
-    if fmt == "xlsx" and head != XLSX_MAGIC:
-        await anyio.Path(scratch).unlink(missing_ok=True)
-        raise ValidationFailed([("file", "is not an xlsx workbook")])
-    params = ImportParams(
-        fmt, mode, dry_run, atomic, key, principal.policy, principal.actor, context.storage.place()
-    )
+        raise ValidationFailed([("file", fault)])
+    params = upload.params(key, principal, context.storage.place())
     await context.storage.put(key, scratch)
 
     async def operation(conn: Any) -> Response:
         await service.create(conn, job_id, params, principal)
-        row = await queue.get(conn, job_id)
-        assert row is not None
-        return JSONResponse(
-            jobs_service.render(row),
-            status_code=202,
-            headers={"Location": job_location("import", job_id)},
-        )
+        return await queued(conn, JOB, job_id)
 
     try:
         response = await context.idempotency.run(
@@ -183,38 +114,13 @@ async def create_import(request: Request) -> Response:
     return response
 
 
-@router.get(
-    "",
-    operation_id="listImports",
-    summary="List imports",
-    description="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
+add_job_routes(
+    router,
+    JOB,
+    job_viewer(UNITS_WRITE),
+    listed="Newest first; follow `nextCursor` until it is null. A key sees the imports it "
     "started; an admin key sees every one.",
-    responses={**success(200, "JobPage", "A page of import jobs"), **problems(400)},
-    openapi_extra={"parameters": [docs.limit(JOBS_LIMIT), docs.CURSOR]},
-)
-async def list_imports(request: Request) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    size = JOBS_LIMIT.parse(request.query_params.get("limit"))
-    async with context.db.read() as conn:
-        page = await jobs_service.list_page(
-            conn, "import", owner_filter(principal), size, request.query_params.get("cursor")
-        )
-    return JSONResponse(page)
-
-
-@router.get(
-    f"/{ID}",
-    operation_id="getImport",
-    summary="Read an import job",
-    description="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
+    shown="With its report: `rowsTotal`, `rowsOk`, `rowsFailed`, `rowsCreated`, "
     "`rowsUpdated`, `rowsUnchanged` and `errors` "
     "(`{row, field, message}`, nested fields named as in 422s: `paymentPlans[0].minPrice`).",
-    responses={**success(200, "Job", "The job"), **problems(404)},
 )
-async def get_import(request: Request, id: JobId) -> Response:
-    principal = await authorize(request, UNITS_WRITE)
-    context = app_context(request)
-    async with context.db.read() as conn:
-        row = await jobs_service.get(conn, id, owner_filter(principal), "import")
-    return JSONResponse(jobs_service.render(row))

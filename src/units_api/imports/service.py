@@ -28,22 +28,14 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth.service import Principal
-from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import ValidationFailed, bound_error
-from units_api.exports.formats import STATUS_COLUMNS
 from units_api.filters.parser import parse_filter
-from units_api.ids import uuid7
 from units_api.imports.readers import DEFAULT_MAX_EXPANDED, Row, open_reader
 from units_api.jobs import queue
 from units_api.jobs.work import JobFailed, take
-from units_api.search.normalize import touches_search
-from units_api.units import changes, repository
-from units_api.units.filtering import unit_predicate
-from units_api.units.record import UnitRecord, diff, new_availability, new_publishing
-from units_api.units.schemas import SERVER_FIELDS
+from units_api.units import changes, service
 from units_api.units.service import Vocabularies
-from units_api.units.validation import validate_unit
 
 KIND = "import"
 BATCH = 1000  # rows a transaction writes (and a checkpoint covers)
@@ -177,10 +169,7 @@ def _item(row: Row, mode: str, vocabularies: Vocabularies) -> _Item | list[tuple
     """The row's unit id (upsert) and validated fields, or its errors."""
     if row.body is None:
         return row.errors
-    body = dict(row.body)
-    raw_id = body.pop("id", None)
-    for name in (*SERVER_FIELDS, *STATUS_COLUMNS):  # read-only: ignored
-        body.pop(name, None)
+    raw_id = row.body.get("id")
     errors = list(row.errors)
     unit_id = None
     if mode == "upsert" and raw_id is not None:
@@ -189,7 +178,7 @@ def _item(row: Row, mode: str, vocabularies: Vocabularies) -> _Item | list[tuple
         except ValueError:
             errors.append(("id", "must be a unit id (a UUID)"))
     try:
-        fields = validate_unit(body, vocabularies)
+        fields = service.validate_row(row.body, vocabularies)
     except ValidationFailed as exc:
         errors += _errors(exc)
     if errors:
@@ -214,7 +203,7 @@ class Importer:
         self.tracker = tracker
         self.report = report or Report()
         policy = parse_filter(params.policy, "policy") if params.policy else None
-        self.admit = None if policy is None else unit_predicate(policy)
+        self.who = service.RecordedCaller(params.actor, policy)
 
     async def _chunks(self, rows: Iterator[Row]) -> AsyncIterator[_Chunk]:
         """The rows after the report's last, read and validated, in chunks of at most BATCH
@@ -247,66 +236,30 @@ class Importer:
     async def _apply(self, conn: AsyncConnection, chunk: _Chunk, write: bool) -> None:
         """Judge a chunk against the units it names and the policy, write it (in `conn`'s
         transaction) and count it in the report."""
-        existing = {}
+        stored = {}
         if self.params.mode == "upsert":
             ids = [item.unit_id for item in chunk.items if item.unit_id is not None]
             if ids:
-                existing = await repository.fetch_many_for_update(conn, ids, None)
-        await self._write(conn, chunk, self._judge(chunk, existing, write))
+                stored = await service.locked_many(conn, ids)
+        await self._write(conn, chunk, self._judge(chunk, stored, write))
 
-    def _judge(self, chunk: _Chunk, existing: Mapping[uuid.UUID, Any], write: bool) -> _Judged:
-        """What a chunk changes, given the units it names as they are stored (`existing`),
+    def _judge(self, chunk: _Chunk, stored: Mapping[uuid.UUID, Any], write: bool) -> _Judged:
+        """What a chunk changes, given those of the units it names that exist (`stored`),
         and its failures; with `write`, the rows to write, made."""
-        judged = _Judged(failures=list(chunk.failures))
-        now = utcnow()
-        inserts: list[changes.Change] = []
-        updates: list[changes.Change] = []
-        for item in chunk.items:
-            row = existing.get(item.unit_id) if item.unit_id is not None else None
-            if row is not None:
-                record = UnitRecord.from_row(row["id"], row)
-                if self.admit is not None and not self.admit(record.document()):
-                    judged.failures.append((item.number, [("id", "no such unit")]))
-                    continue
-                diffs = diff(record.fields, item.fields)
-                if not diffs:
-                    judged.ok += 1
-                    judged.unchanged += 1
-                    continue
-                record.fields = item.fields
-                change = changes.Change(
-                    record, "import", "unit.updated", diffs, touches_search(diffs)
-                )
-                target = updates
-            else:
-                record = UnitRecord(
-                    item.unit_id or uuid7(),
-                    1,
-                    now,
-                    now,
-                    item.fields,
-                    new_publishing(),
-                    new_availability(now),
-                )
-                change = changes.created(record, "import")
-                target = inserts
-            if self.admit is not None and not self.admit(_stored(record, target is updates)):
-                judged.failures.append(
-                    (item.number, [("", "the unit would fall outside this key's policy")])
-                )
+        wanted = [(item.unit_id, item.fields) for item in chunk.items]
+        decided = service.decide_many(stored, wanted, self.who, "import", rows=write)
+        judged = _Judged(failures=list(chunk.failures), rows=decided.rows)
+        for item, decision in zip(chunk.items, decided.decisions, strict=True):
+            if decision.refused is not None:
+                judged.failures.append((item.number, [decision.refused]))
                 continue
-            target.append(change)
             judged.ok += 1
-            if target is updates:
-                judged.updated += 1
-            else:
+            if decision.change is None:
+                judged.unchanged += 1
+            elif decision.created:
                 judged.created += 1
-        if write:
-            actor = self.params.actor
-            if inserts:
-                judged.rows.append(changes.prepare("insert", inserts, actor))
-            if updates:
-                judged.rows.append(changes.prepare("update", updates, actor))
+            else:
+                judged.updated += 1
         return judged
 
     async def _write(self, conn: AsyncConnection, chunk: _Chunk, judged: _Judged) -> None:
@@ -395,14 +348,6 @@ class Importer:
                     await self.tracker.progress(500 + _permille(reader.fraction()) // 2, 1000)
             self.report.complete = True
             await self.tracker.checkpoint(conn, asdict(self.report), 1000, 1000)
-
-
-def _stored(record: UnitRecord, updated: bool) -> dict[str, Any]:
-    """The unit's document as it will be stored (an update moves it to the next version)."""
-    document = record.document()
-    if updated:
-        document["version"] = record.version + 1
-    return document
 
 
 class _Refused(Exception):

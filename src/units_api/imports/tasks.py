@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import orjson
+from pydantic import BaseModel, Field
 
 from units_api.errors import bound_error, kept_elsewhere
-from units_api.imports.service import KIND, ImportParams, run_import
+from units_api.imports.readers import FORMATS
+from units_api.imports.service import KIND, MAX_LISTED_ERRORS, ImportParams, run_import
 from units_api.jobs.kinds import JobKind
 from units_api.jobs.storage import holder
 from units_api.jobs.work import JobContext, JobFailed
@@ -74,6 +76,45 @@ def _missing(
     )
 
 
+class RowError(BaseModel):
+    row: int = Field(description="The data row, from 1 (a header is not counted).")
+    field: str = Field(
+        description="The field, nested paths as in 422s: `paymentPlans[0].minPrice`."
+    )
+    message: str
+
+
+class ImportFields(BaseModel):
+    """An import's own fields in its job: how it was asked for, and its report."""
+
+    mode: Literal["create", "upsert"] | None = Field(default=None, description="Imports.")
+    dryRun: bool | None = Field(default=None, description="Imports.")
+    atomic: bool | None = Field(default=None, description="Imports.")
+    rowsTotal: int | None = Field(default=None, description="Imports: data rows read.")
+    rowsOk: int | None = Field(
+        default=None,
+        description="Imports: rows that are fine: `rowsCreated` + `rowsUpdated` + "
+        "`rowsUnchanged` (on a dry run, what they would be).",
+    )
+    rowsFailed: int | None = Field(default=None, description="Imports: rows refused.")
+    rowsCreated: int | None = Field(
+        default=None, description="Imports: of `rowsOk`, new units (would be, on a dry run)."
+    )
+    rowsUpdated: int | None = Field(
+        default=None,
+        description="Imports: of `rowsOk`, units upserted with a change (would be, on a dry run).",
+    )
+    rowsUnchanged: int | None = Field(
+        default=None,
+        description="Imports: of `rowsOk`, upserted rows equal to the stored unit: nothing "
+        "written (no version, history entry or event).",
+    )
+    errors: list[RowError] | None = Field(
+        default=None,
+        description=f"Imports: the first {MAX_LISTED_ERRORS:,} row errors, in file order.",
+    )
+
+
 def fields(params: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "mode": params["mode"],
@@ -95,6 +136,36 @@ def _bounded_errors(errors: list[dict[str, Any]] | None) -> list[dict[str, Any]]
     return [{**error, "message": bound_error(error.get("message"))} for error in errors]
 
 
+EXAMPLE = {
+    "id": "01a20e34-7ee9-74b8-9d8c-2f76fadd9cc1",
+    "kind": "import",
+    "status": "succeeded",
+    "format": "xlsx",
+    "progress": 1.0,
+    "rowCount": 3,
+    "bytes": 10240,
+    "createdAt": "2026-11-24T15:37:30.004Z",
+    "startedAt": "2026-11-24T15:37:30.010Z",
+    "finishedAt": "2026-11-24T15:37:31.269Z",
+    "expiresAt": None,
+    "error": None,
+    "mode": "upsert",
+    "dryRun": False,
+    "atomic": False,
+    "rowsTotal": 3,
+    "rowsOk": 2,
+    "rowsFailed": 1,
+    "rowsCreated": 1,
+    "rowsUpdated": 0,
+    "rowsUnchanged": 1,
+    "errors": [
+        {
+            "row": 3,
+            "field": "paymentPlans[0].minPrice",
+            "message": "must be greater than or equal to 0",
+        }
+    ],
+}
 # An import holds row locks (on SQLite the only write lock), so it must not stall: it runs at
 # a lowered priority, not in the idle class.
-JOB = JobKind(KIND, run_import_job, fields, idle=False)
+JOB = JobKind(KIND, run_import_job, fields, ImportFields, FORMATS, EXAMPLE, idle=False)

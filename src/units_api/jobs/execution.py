@@ -7,6 +7,9 @@ runs the body and ends the job, with its job event, in one transaction fenced on
 A child that dies leaves the job to the queue again (released at once, or taken over when its
 lease runs out if the parent died too); a child whose parent is gone stops at its next
 progress report, before writing anything more.
+
+The kinds and the writer of a job's end event are given from above (`JobSetup`, made in
+`background.py`): the runner hands them to each child, so both find a kind the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import socket
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,14 +33,14 @@ import orjson
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api import metrics, tracing
+from units_api import loop, metrics, tracing
 from units_api.clock import utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.errors import bound_error
-from units_api.events.recorder import record_job_event
 from units_api.http.json import dumps
-from units_api.jobs import kinds, loop, queue
+from units_api.jobs import queue
+from units_api.jobs.kinds import Kinds
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
 from units_api.jobs.storage import Storage, open_storage
@@ -48,9 +53,41 @@ RETRY_AFTER = timedelta(seconds=30)
 CHILD_POLL = 0.2  # how often the parent looks whether the child is still running
 UNEXPECTED = "The job failed unexpectedly {n} times; the server log has the details."
 SYSTEM_ACTOR = {"type": "system", "id": None, "name": "jobs"}  # a job no key asked for
+# Writes a job's end event in `conn`'s transaction: (conn, its type, the job as the API shows
+# it, the actor that asked for the job).
+RecordEvent = Callable[[AsyncConnection, str, bytes, dict[str, Any]], Awaitable[None]]
 
 
-async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> None:
+@dataclass(frozen=True, slots=True)
+class JobSetup:
+    """What running jobs is given from above: the kinds, and the writer of a job's end
+    event."""
+
+    kinds: Kinds
+    record_event: RecordEvent
+
+    async def ended(self, conn: AsyncConnection, row: RowMapping) -> None:
+        """The event of a job that has just ended (`row`, as it ended), in `conn`'s
+        transaction, by the actor that asked for it."""
+        actor = orjson.loads(row["params"]).get("actor") or SYSTEM_ACTOR
+        job = render(row, self.kinds.kind(row["kind"]))
+        await self.record_event(conn, f"{row['kind']}.{row['status']}", dumps(job), actor)
+
+    async def lost(self, conn: AsyncConnection, row: RowMapping) -> None:
+        """A job failed for being taken over too often (its processes kept dying): its event
+        written in the same transaction, logged and counted as any failed job."""
+        kind = str(row["kind"])
+        await self.ended(conn, row)
+        log.warning(
+            "job failed",
+            extra={"jobId": str(row["id"]), "kind": kind, "error": row["error"]},
+        )
+        started = row["started_at"]  # its first attempt's start: the time it took, in all
+        seconds = (row["finished_at"] - started).total_seconds() if started else 0.0
+        metrics.observe_job(kind, FAILED, max(0.0, seconds))
+
+
+async def end_job(db: Database, setup: JobSetup, claim: Claim, status: str, **values: Any) -> None:
     """End the claimed job with `status`, and write its event, in one transaction."""
     async with db.transaction() as conn:
         if status == SUCCEEDED:
@@ -66,53 +103,33 @@ async def end_job(db: Database, claim: Claim, status: str, **values: Any) -> Non
         )
         row = await queue.get(conn, claim.id)
         assert row is not None
-        await _ended_event(conn, row)
+        await setup.ended(conn, row)
 
 
-async def _ended_event(conn: AsyncConnection, row: RowMapping) -> None:
-    """The event of a job that has just ended (`row`, as it ended), in `conn`'s transaction,
-    by the actor that asked for it."""
-    actor = orjson.loads(row["params"]).get("actor") or SYSTEM_ACTOR
-    await record_job_event(conn, f"{row['kind']}.{row['status']}", dumps(render(row)), actor)
-
-
-async def job_lost(conn: AsyncConnection, row: RowMapping) -> None:
-    """A job failed for being taken over too often (its processes kept dying): its event
-    written in the same transaction, logged and counted as any failed job."""
-    kind = str(row["kind"])
-    await _ended_event(conn, row)
-    log.warning(
-        "job failed",
-        extra={"jobId": str(row["id"]), "kind": kind, "error": row["error"]},
-    )
-    started = row["started_at"]  # its first attempt's start: the time it took, in all
-    seconds = (row["finished_at"] - started).total_seconds() if started else 0.0
-    metrics.observe_job(kind, FAILED, max(0.0, seconds))
-
-
-async def run_claimed(context: JobContext) -> None:
+async def run_claimed(context: JobContext, setup: JobSetup) -> None:
     """Run a claimed job's body and end the job; a job whose lease was lost is left alone."""
     claim = context.claim
     try:
         try:
-            values = await kinds.kind(claim.kind).body(context)
+            values = await setup.kinds.kind(claim.kind).body(context)
         except JobFailed as exc:
             # the input's own fault (a bad file...): retrying cannot fix it
             error = bound_error(str(exc))
             log.warning(
                 "job failed", extra={"jobId": str(claim.id), "kind": claim.kind, "error": error}
             )
-            await end_job(context.db, claim, FAILED, error=error, **exc.values)
+            await end_job(context.db, setup, claim, FAILED, error=error, **exc.values)
         except LeaseLost:
             raise
         except Exception:
             log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
             if claim.attempt >= claim.max_attempts:
-                await end_job(context.db, claim, FAILED, error=UNEXPECTED.format(n=claim.attempt))
+                failed = UNEXPECTED.format(n=claim.attempt)
+                await end_job(context.db, setup, claim, FAILED, error=failed)
             else:
                 await queue.release(context.db, claim, RETRY_AFTER * claim.attempt)
         else:
-            await end_job(context.db, claim, SUCCEEDED, **values)
+            await end_job(context.db, setup, claim, SUCCEEDED, **values)
         upload = claim.params.get("upload")
         if upload:
             await _discard(context.db, context.storage, claim.id, upload)
@@ -133,6 +150,7 @@ def child_main(
     storage_env: dict[str, str],
     claim: Claim,
     parent: Connection,
+    setup: JobSetup,
     trace_parent: str | None = None,
     counting: tuple[str, str] | None = None,
 ) -> None:
@@ -146,7 +164,7 @@ def child_main(
     os.environ.update(storage_env)
     metrics.init_job_process(counting)
     # Requests first: at a lowered priority, or in the idle class if the kind allows it.
-    yield_cpu(idle=kinds.kind(claim.kind).idle)
+    yield_cpu(idle=setup.kinds.kind(claim.kind).idle)
     configured = Settings(**settings)
     configure_logging(configured.log_level)
     tracing.configure_from_environment()
@@ -160,7 +178,8 @@ def child_main(
         lease = timedelta(seconds=configured.job_lease_seconds)
         try:
             with tracing.job_body(claim.kind, str(claim.id), claim.attempt, trace_parent):
-                await run_claimed(JobContext(db, configured, storage, claim, lease, parent))
+                context = JobContext(db, configured, storage, claim, lease, parent)
+                await run_claimed(context, setup)
         finally:
             await db.dispose()
             # the job process's peak memory, for benchmarks and operators (KiB on Linux)
@@ -191,11 +210,11 @@ def _storage_env() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
 
 
-def _process_context() -> Any:
+def _process_context(kinds: Kinds) -> Any:
     if sys.platform == "linux":
         context = multiprocessing.get_context("forkserver")
         # What a job needs, and not the web application (a smaller process).
-        context.set_forkserver_preload(["units_api.jobs.execution", *kinds.MODULES])
+        context.set_forkserver_preload(["units_api.jobs.execution", *kinds.modules.values()])
         return context
     return multiprocessing.get_context("spawn")
 
@@ -203,13 +222,16 @@ def _process_context() -> Any:
 class JobRunner:
     """A process's job loop: up to `job_processes` jobs at a time, each in its own child."""
 
-    def __init__(self, db: Database, settings: Settings, wake: asyncio.Event) -> None:
+    def __init__(
+        self, db: Database, settings: Settings, wake: asyncio.Event, setup: JobSetup
+    ) -> None:
         self.db = db
         self.settings = settings
         self.wake = wake
+        self.setup = setup
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease = timedelta(seconds=settings.job_lease_seconds)
-        self._processes = _process_context()
+        self._processes = _process_context(setup.kinds)
         # The slots whose child is running (or not known to have exited): a child counts its
         # metrics under its slot's name, which no two children may share at once.
         self._slots: set[int] = set()
@@ -226,7 +248,7 @@ class JobRunner:
             ended.clear()
             while len(running) < self.settings.job_processes:
                 claim = await queue.claim(
-                    self.db, self.owner, self.lease, kinds.names(), lost=job_lost
+                    self.db, self.owner, self.lease, self.setup.kinds.names(), lost=self.setup.lost
                 )
                 if claim is None:
                     break
@@ -255,6 +277,7 @@ class JobRunner:
                     _storage_env(),
                     claim,
                     watched,
+                    self.setup,
                     traced.traceparent,
                     metrics.job_counting(slot),
                 ),

@@ -1,10 +1,9 @@
-"""The kinds of job: what each one runs, how it shows its own fields, and how it shares the
-CPU with requests.
+"""A kind of job: what it runs, how it shows its own fields, and how it shares the CPU; and
+`Kinds`, the kinds by name, each loaded from the module that defines it.
 
-Adding a kind of job: a module `<domain>/tasks.py` with its body (an `async` function of a
-`JobContext` that returns the values the job ends with) and a `JobKind` named `JOB`, and that
-module's name in `MODULES`. The runner, the API's rendering of a job and the job's child
-process find it here; nothing else changes.
+The kinds themselves are listed above the domains (`job_kinds.JOB_KINDS`): jobs/ knows none.
+A registry holds module names, so a job's child process, handed it, loads its kind as the
+runner did.
 """
 
 from __future__ import annotations
@@ -16,11 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from units_api.jobs.work import JobContext
+    from pydantic import BaseModel
 
-# The modules that define a job kind (`JOB`), each imported when a kind is first asked for
-# (and by the job processes' server, before any job starts).
-MODULES = ("units_api.exports.tasks", "units_api.imports.tasks")
+    from units_api.jobs.work import JobContext
 
 Body = Callable[["JobContext"], Awaitable[dict[str, Any]]]
 # A kind's own fields in the job's API representation, from its stored params and result.
@@ -32,23 +29,36 @@ class JobKind:
     name: str
     body: Body
     fields: Fields
+    # What the OpenAPI document shows of it: its own fields (a model of what `fields`
+    # returns, after the fields every job has), the values of its jobs' `format`, and a job.
+    schema: type[BaseModel]
+    formats: tuple[str, ...]
+    example: Mapping[str, Any]
     # True: the job's process runs in the idle CPU class, only on time nothing else wants
     # (for work that holds no lock a request may wait for); False: at a lowered priority.
     idle: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Kinds:
+    """Job kinds by name, each the `JOB` of its module (imported when a kind is first asked
+    for, and by the job processes' server before any job starts)."""
+
+    modules: Mapping[str, str]
+
+    def kind(self, name: str) -> JobKind:
+        return self._loaded()[name]
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.modules)
+
+    def all(self) -> tuple[JobKind, ...]:
+        return tuple(self._loaded().values())
+
+    def _loaded(self) -> Mapping[str, JobKind]:
+        return _load(tuple(self.modules.items()))
+
+
 @functools.cache
-def registry() -> Mapping[str, JobKind]:
-    kinds: dict[str, JobKind] = {}
-    for module in MODULES:
-        kind: JobKind = importlib.import_module(module).JOB
-        kinds[kind.name] = kind
-    return kinds
-
-
-def kind(name: str) -> JobKind:
-    return registry()[name]
-
-
-def names() -> tuple[str, ...]:
-    return tuple(registry())
+def _load(modules: tuple[tuple[str, str], ...]) -> Mapping[str, JobKind]:
+    return {name: importlib.import_module(module).JOB for name, module in modules}

@@ -14,14 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import format_time, utcnow
 from units_api.errors import NotFound, bound_error
 from units_api.http.paging import UUID, Keyset
-from units_api.jobs.kinds import kind
+from units_api.jobs.kinds import JobKind
 from units_api.jobs.queue import EXPIRED, SUCCEEDED
 from units_api.jobs.tables import jobs
 
 JOBS_KEYSET = Keyset("jobs", (UUID,))
 
 
-def render(row: RowMapping) -> dict[str, Any]:
+def render(row: RowMapping, kind: JobKind) -> dict[str, Any]:
+    """The job as the API shows it: the fields every job has, then `kind`'s own."""
     params = orjson.loads(row["params"])
     result = orjson.loads(row["result"]) if row["result"] else {}
     job: dict[str, Any] = {
@@ -38,7 +39,7 @@ def render(row: RowMapping) -> dict[str, Any]:
         "expiresAt": format_time(row["expires_at"]),
         "error": bound_error(row["error"]),
     }
-    job.update(kind(row["kind"]).fields(params, result))
+    job.update(kind.fields(params, result))
     return job
 
 
@@ -71,16 +72,16 @@ async def get(
 
 async def list_page(
     conn: AsyncConnection,
-    kind: str,
+    kind: JobKind,
     owner_key_id: uuid.UUID | None,
     limit: int,
     cursor: str | None,
 ) -> dict[str, Any]:
     """A page of jobs of one kind, newest first."""
     before = JOBS_KEYSET.decode(cursor)
-    query = select(jobs).where(jobs.c.kind == kind, _visible(owner_key_id))
+    query = select(jobs).where(jobs.c.kind == kind.name, _visible(owner_key_id))
     if before:
         query = query.where(jobs.c.id < before[0])
     rows = (await conn.execute(query.order_by(jobs.c.id.desc()).limit(limit + 1))).mappings()
     shown, next_cursor = JOBS_KEYSET.page(list(rows), limit, lambda row: (row["id"],))
-    return {"data": [render(row) for row in shown], "nextCursor": next_cursor}
+    return {"data": [render(row, kind) for row in shown], "nextCursor": next_cursor}

@@ -9,7 +9,7 @@ write is rolled back to a savepoint and redone without the breaching items.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_
@@ -134,15 +134,7 @@ async def _write(
     """Write every planned change; returns each item's new version by index."""
     batch = []
     for _, base, fields, diffs in planned:
-        record = UnitRecord(
-            base.id,
-            base.version,
-            base.created_at,
-            base.updated_at,
-            fields,
-            base.publishing,
-            base.availability,
-        )
+        record = replace(base, fields=fields)
         batch.append(changes.Change(record, "bulk", "unit.updated", diffs, touches_search(diffs)))
     await changes.write(conn, "update", batch, who.actor)
     return {

@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
-from units_api.clock import format_time, parse_time
+from units_api.clock import format_time, parse_time, utcnow
 from units_api.filters.geo import point
 from units_api.http.json import dumps_plain, load_stored
+from units_api.ids import uuid7
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import FIELD_COLUMNS
 
@@ -34,6 +35,15 @@ class UnitRecord:
     fields: dict[str, Any]
     publishing: dict[str, Any]
     availability: dict[str, Any]
+
+    @classmethod
+    def new(
+        cls, fields: dict[str, Any], unit_id: uuid.UUID | None = None, now: datetime | None = None
+    ) -> UnitRecord:
+        """A new unit with `fields`: version 1, a draft, available, created `now` (by default
+        this moment), with the id `unit_id` or a new one."""
+        now = now or utcnow()
+        return cls(unit_id or uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
 
     def document(self) -> dict[str, Any]:
         return {

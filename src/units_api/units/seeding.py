@@ -7,12 +7,10 @@ import random
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
-from units_api.clock import utcnow
 from units_api.db import Database
-from units_api.ids import uuid7
 from units_api.sample_data import fake_unit
 from units_api.units import changes
-from units_api.units.record import UnitRecord, new_availability, new_publishing
+from units_api.units.record import UnitRecord
 from units_api.units.validation import validate_unit
 
 SEED_ACTOR = {"type": "system", "id": None, "name": "seed"}
@@ -24,10 +22,7 @@ def batch_rows(seed: int | None, index: int, size: int) -> changes.Rows:
     rng = random.Random(None if seed is None else seed * 1_000_003 + index)
     batch = []
     for _ in range(size):
-        fields = validate_unit(fake_unit(rng))
-        now = utcnow()
-        record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
-        batch.append(changes.created(record))
+        batch.append(changes.created(UnitRecord.new(validate_unit(fake_unit(rng)))))
     return changes.prepare("insert", batch, SEED_ACTOR)
 
 

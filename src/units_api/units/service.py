@@ -8,11 +8,13 @@ overwriting each other.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import orjson
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import format_time, utcnow
 from units_api.db import Connection
@@ -22,22 +24,19 @@ from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
 from units_api.http.paging import INTEGER, Keyset
-from units_api.ids import uuid7
 from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
+from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.filtering import unit_predicate
-from units_api.units.record import (
-    UnitRecord,
-    diff,
-    new_availability,
-    new_publishing,
-)
-from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.record import UnitRecord, diff
+from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
 from units_api.units.validation import check_patch_keys, validate_patched, validate_unit
 
 Vocabularies = Mapping[str, tuple[str, ...]]
 # History pages newest first, after the last entry's id.
 HISTORY_KEYSET = Keyset("history", (INTEGER,))
+# What a file's row may carry beside a unit's fields (an export writes them): ignored.
+_READ_ONLY = frozenset((*SERVER_FIELDS, *STATUS_COLUMNS))
 
 
 class Caller(Protocol):
@@ -58,6 +57,15 @@ class SystemCaller:
     @property
     def actor(self) -> dict[str, Any]:
         return {"type": "system", "id": None, "name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCaller:
+    """A caller as work done for it later (a job) recorded it: its actor, and its policy as
+    it was when it asked."""
+
+    actor: dict[str, Any]
+    policy_tree: Node | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +92,30 @@ def _admit(who: Caller) -> Predicate | None:
     return None if who.policy_tree is None else unit_predicate(who.policy_tree)
 
 
+def _created(
+    fields: dict[str, Any],
+    action: str = "create",
+    unit_id: uuid.UUID | None = None,
+    now: datetime | None = None,
+) -> changes.Change:
+    """A new unit with `fields` (and the id `unit_id`, or a new one): its creation."""
+    return changes.created(UnitRecord.new(fields, unit_id, now), action)
+
+
+def _updated(record: UnitRecord, fields: dict[str, Any], action: str) -> changes.Change | None:
+    """`record` given `fields`: its update, or None when it has them already (nothing is
+    written: no version, history entry or event)."""
+    diffs = diff(record.fields, fields)
+    if not diffs:
+        return None
+    record.fields = fields
+    return changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
+
+
 async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabularies) -> Written:
-    fields = validate_unit(body, vocabularies)
-    now = utcnow()
-    record = UnitRecord(
-        id=uuid7(),
-        version=1,
-        created_at=now,
-        updated_at=now,
-        fields=fields,
-        publishing=new_publishing(),
-        availability=new_availability(now),
-    )
-    change = changes.created(record)
+    change = _created(validate_unit(body, vocabularies))
     await changes.write(conn, "insert", [change], who.actor, last=True, admit=_admit(who))
+    record = change.record
     return Written(record.id, record.version, change.doc.encode())
 
 
@@ -146,18 +164,111 @@ async def _update(
     optimistic = conn.dialect.name == "postgresql"
     for lock in _OPTIMISTIC if optimistic else (True,):
         record = await _read(conn, unit_id, if_match, who, lock)
-        fields = new_fields(record)
-        diffs = diff(record.fields, fields)
-        if not diffs:
+        change = _updated(record, new_fields(record), action)
+        if change is None:
             return Written(record.id, record.version, record.render())
-        record.fields = fields
-        change = changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
         try:
             await changes.write(conn, "update", [change], who.actor, True, _admit(who))
         except changes.Moved:
             continue
         return Written(record.id, record.version, change.doc.encode())
     raise AssertionError("a locked unit cannot move")
+
+
+@dataclass(slots=True)
+class Decision:
+    """What writing new fields to one unit comes to: its `change` to write (`created`: a new
+    unit), nothing (no change: the unit has them already), or its refusal (`refused`: the
+    field to blame and why)."""
+
+    change: changes.Change | None = None
+    created: bool = False
+    refused: tuple[str, str] | None = None
+
+
+@dataclass(slots=True)
+class Decided:
+    """A batch's decisions, in its order, and the rows that write them (`changes.write_rows`:
+    the new units', then the updated ones'), when they were asked for."""
+
+    decisions: list[Decision]
+    rows: list[changes.Rows]
+
+
+def decide(
+    stored: UnitRecord | None,
+    fields: dict[str, Any],
+    admit: Predicate | None,
+    action: str,
+    unit_id: uuid.UUID | None = None,
+    now: datetime | None = None,
+) -> Decision:
+    """Writing `fields` to the unit `stored` (None: a new unit, with the id `unit_id` or a new
+    one) for a caller whose policy is `admit`: a unit outside it is refused as missing, and so
+    is a write that would leave the unit outside it. The change is the one `create` and
+    `_update` make; they judge the policy where they read the unit (a 404) and in the writer
+    (a 403)."""
+    if stored is not None and admit is not None and not admit(stored.document()):
+        return Decision(refused=("id", "no such unit"))
+    if stored is None:
+        change = _created(fields, action, unit_id, now)
+    elif (updated := _updated(stored, fields, action)) is not None:
+        change = updated
+    else:
+        return Decision()
+    if admit is not None and not admit(_as_stored(change.record, stored is not None)):
+        return Decision(refused=("", "the unit would fall outside this key's policy"))
+    return Decision(change, created=stored is None)
+
+
+def _as_stored(record: UnitRecord, updated: bool) -> dict[str, Any]:
+    """The unit's document as it will be stored (an update moves it to the next version)."""
+    document = record.document()
+    if updated:
+        document["version"] = record.version + 1
+    return document
+
+
+def decide_many(
+    stored: Mapping[uuid.UUID, UnitRecord],
+    wanted: Sequence[tuple[uuid.UUID | None, dict[str, Any]]],
+    who: Caller,
+    action: str,
+    rows: bool,
+) -> Decided:
+    """Writing each of `wanted` (a unit's id, or None for a new unit, and its new fields),
+    given those of the units that exist (`stored`), by `who`: each one's decision, and with
+    `rows`, the rows that write them."""
+    admit, now = _admit(who), utcnow()
+    decisions = [
+        decide(
+            None if unit_id is None else stored.get(unit_id), fields, admit, action, unit_id, now
+        )
+        for unit_id, fields in wanted
+    ]
+    return Decided(decisions, _rows(decisions, who.actor) if rows else [])
+
+
+def _rows(decisions: list[Decision], actor: dict[str, Any]) -> list[changes.Rows]:
+    inserts = [d.change for d in decisions if d.change is not None and d.created]
+    updates = [d.change for d in decisions if d.change is not None and not d.created]
+    made = [changes.prepare("insert", inserts, actor)] if inserts else []
+    return made + ([changes.prepare("update", updates, actor)] if updates else [])
+
+
+async def locked_many(
+    conn: AsyncConnection, unit_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, UnitRecord]:
+    """The units with these ids that exist, locked for the rest of the transaction."""
+    rows = await repository.fetch_many_for_update(conn, unit_ids, None)
+    return {unit_id: UnitRecord.from_row(unit_id, row) for unit_id, row in rows.items()}
+
+
+def validate_row(body: Mapping[str, Any], vocabularies: Vocabularies) -> dict[str, Any]:
+    """A file row's unit fields, validated as a create's body; what an export writes beside
+    them (the server's fields, the read-only status columns) is ignored."""
+    fields = {name: value for name, value in body.items() if name not in _READ_ONLY}
+    return validate_unit(fields, vocabularies)
 
 
 async def replace(

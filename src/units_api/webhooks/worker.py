@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from sqlalchemy.engine import Row, RowMapping
 
-from units_api import metrics, tracing
+from units_api import loop, metrics, tracing
 from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.errors import bound_error
@@ -35,7 +35,6 @@ from units_api.events.service import admitted
 from units_api.filters.evaluate import Predicate
 from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
-from units_api.jobs import loop
 from units_api.units.filtering import unit_predicate
 from units_api.webhooks import repository
 from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED

@@ -1,27 +1,15 @@
-"""The background loops' skeleton (jobs/loop.py), its failures in /metrics, and the registry
-of job kinds."""
+"""The background loops' skeleton (loop.py) and its failures in /metrics."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import typing
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Api
-from units_api.jobs import kinds, loop
-from units_api.jobs.schemas import Job
-
-
-def test_every_kind_is_registered_and_documented() -> None:
-    registered = kinds.names()
-    assert set(registered) == set(typing.get_args(Job.model_fields["kind"].annotation))
-    for name in registered:
-        kind = kinds.kind(name)
-        assert kind.name == name
-        assert kind.fields.__module__ == kind.body.__module__  # one module holds the kind
+from units_api import loop
 
 
 def test_failures_in_a_row_back_off_from_the_loops_retry() -> None:
