@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.clock import format_time, parse_time, utcnow
+from units_api.clock import format_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.publishing import future_time
 from units_api.units.record import UnitRecord
 from units_api.units.schemas import AvailabilityAction
-from units_api.units.service import Caller, Written, locked, save_state
+from units_api.units.service import Caller, Written, locked, move_when_due, save_state
 from units_api.units.states import AVAILABILITY, next_state
 from units_api.validation import parse_model
 
@@ -52,12 +52,11 @@ async def act(
 
 async def release_expired(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
     """Release a reservation whose hold has passed; False if there is none to release."""
-    record = await locked(conn, unit_id, None, who)
-    until = parse_time(record.availability["reservedUntil"])
-    if record.availability["status"] != "reserved" or until is None or until > utcnow():
-        return False
-    before = dict(record.availability)
-    _moved(record, "release", None)
-    changes = {"availability": {"from": before, "to": record.availability}}
-    await save_state(conn, record, who, "release", EVENTS["release"], changes)
-    return True
+    due = ("reserved", "reservedUntil")
+
+    def release(record: UnitRecord) -> None:
+        _moved(record, "release", None)
+
+    return await move_when_due(
+        conn, unit_id, who, "availability", due, "release", EVENTS["release"], release
+    )

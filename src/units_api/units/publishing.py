@@ -8,11 +8,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.clock import format_time, parse_future_time, parse_time, utcnow
+from units_api.clock import format_time, parse_future_time, utcnow
 from units_api.errors import ValidationFailed
 from units_api.units.record import UnitRecord
 from units_api.units.schemas import PublishingAction
-from units_api.units.service import Caller, Written, locked, save_state
+from units_api.units.service import Caller, Written, locked, move_when_due, save_state
 from units_api.units.states import PUBLISHING, next_state
 from units_api.validation import parse_model
 
@@ -121,12 +121,11 @@ async def act(
 
 async def publish_due(conn: AsyncConnection, unit_id: uuid.UUID, who: Caller) -> bool:
     """Publish a scheduled unit whose time has come; False if it no longer is one."""
-    record = await locked(conn, unit_id, None, who)
-    scheduled = parse_time(record.publishing["scheduledAt"])
-    if record.publishing["status"] != "scheduled" or scheduled is None or scheduled > utcnow():
-        return False
-    before = dict(record.publishing)
-    _moved(record, "publish", PublishingAction(action="publish"), None)
-    changes = {"publishing": {"from": before, "to": record.publishing}}
-    await save_state(conn, record, who, "publish", EVENTS["publish"], changes)
-    return True
+    due = ("scheduled", "scheduledAt")
+
+    def publish(record: UnitRecord) -> None:
+        _moved(record, "publish", PublishingAction(action="publish"), None)
+
+    return await move_when_due(
+        conn, unit_id, who, "publishing", due, "publish", EVENTS["publish"], publish
+    )

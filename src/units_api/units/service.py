@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.clock import format_time, utcnow
+from units_api.clock import format_time, parse_time, utcnow
 from units_api.db import Connection
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.evaluate import Predicate
@@ -336,6 +336,32 @@ async def history(
         raise _not_found(unit_id)
     shown, next_cursor = HISTORY_KEYSET.page(rows, limit, lambda row: (row["id"],))
     return {"data": [_history_entry(row) for row in shown], "nextCursor": next_cursor}
+
+
+async def move_when_due(
+    conn: Connection,
+    unit_id: uuid.UUID,
+    who: Caller,
+    machine: str,
+    due: tuple[str, str],
+    action: str,
+    event_type: str,
+    move: Callable[[UnitRecord], None],
+) -> bool:
+    """Move a unit's `machine` state (`publishing`, `availability`) by `action` once its time
+    has come: `due` is the status it must still have and the field holding that time. False
+    when the unit no longer waits for it (moved by hand since, or not yet due)."""
+    record = await locked(conn, unit_id, None, who)
+    state: dict[str, Any] = getattr(record, machine)
+    status, field = due
+    when = parse_time(state[field])
+    if state["status"] != status or when is None or when > utcnow():
+        return False
+    before = dict(state)
+    move(record)
+    diffs = {machine: {"from": before, "to": getattr(record, machine)}}
+    await save_state(conn, record, who, action, event_type, diffs)
+    return True
 
 
 async def save_state(
