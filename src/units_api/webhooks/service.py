@@ -282,7 +282,12 @@ async def redeliver(
         raise Gone("The event of this delivery is no longer kept.")
     now = utcnow()
     row = repository.new_delivery(
-        webhook_id, found["event_id"], found["event_pos"], found["event_type"], now
+        webhook_id,
+        found["event_id"],
+        found["event_pos"],
+        found["event_type"],
+        now,
+        bool(found["unit_left"]),
     )
     await repository.insert_deliveries(conn, [row])
     created = await repository.delivery(conn, webhook_id, row["id"])
