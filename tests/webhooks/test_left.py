@@ -68,9 +68,7 @@ async def test_a_filtered_webhook_is_told_when_a_unit_leaves_its_filter(hooks: H
             "POST", f"{HOOKS}/{hook['id']}/deliveries/{delivery['id']}/redeliver"
         )
         assert again.status_code == 202, again.text
-        got = await target.wait_for(
-            lambda got: sum(r.event["id"] == event["id"] for r in got) == 2
-        )
+        got = await target.wait_for(lambda got: sum(r.event["id"] == event["id"] for r in got) == 2)
         assert [r.body for r in got if r.event["id"] == event["id"]] == [left.body] * 2
 
 
@@ -139,5 +137,3 @@ async def test_a_refused_private_target_names_the_setting_that_allows_it(api: Ap
         (error,) = response.json()["errors"]
         assert error["field"] == "url"
         assert f"{ALLOW_PRIVATE}=true" in error["message"], error
-
-

@@ -67,8 +67,8 @@ _TYPES_TEXT = 'Event types to deliver, or `["*"]` for all.'
 _FILTER_TEXT = (
     "A unit filter (RSQL, as a key policy): only events whose unit matches it are delivered, "
     "judged on the unit as the event carries it, and the event by which a unit leaves it "
-    "(matching before the change, not after), sent with `\"left\": true` and `data` "
-    "`{\"unitId\"}` only. Job events are not delivered: a filter with job event types "
+    '(matching before the change, not after), sent with `"left": true` and `data` '
+    '`{"unitId"}` only. Job events are not delivered: a filter with job event types '
     "(`export.*`, `import.*`) is a 422."
 )
 
