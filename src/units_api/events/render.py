@@ -22,7 +22,8 @@ def _head(row: Any) -> bytes:
             "version": row.version,
         }
     )
-    return head[:-1] + b',"actor":' + row.actor.encode()
+    actor: str = row.actor
+    return head[:-1] + b',"actor":' + actor.encode()
 
 
 def render_event(row: Any) -> bytes:
