@@ -105,7 +105,7 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0019"
+    assert head_revision() == "0020"
 
 
 async def _admin(url: str, *statements: str) -> list[list[object]]:

@@ -153,11 +153,13 @@ async def test_a_key_with_a_policy_reads_only_its_units_events(api: Api) -> None
     gone = await api.request("DELETE", f"/api/v2/units/{outside['id']}")
     assert gone.status_code == 204
     seen, _ = await follow(api, start, key=key, limit=1)
-    assert [(e["unitId"], e["type"]) for e in seen] == [
-        (inside["id"], "unit.created"),
-        (outside["id"], "unit.updated"),
-        (outside["id"], "unit.deleted"),
+    assert [(e["unitId"], e["type"], e.get("left", False)) for e in seen] == [
+        (inside["id"], "unit.created", False),
+        (inside["id"], "unit.updated", True),  # it left the policy: only its id is told
+        (outside["id"], "unit.updated", False),
+        (outside["id"], "unit.deleted", False),
     ]
+    assert seen[1]["data"] == {"unitId": inside["id"]}
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -404,6 +404,7 @@ async def test_a_send_to_a_private_address_fails_without_connecting(url: str) ->
         finally:
             await sender.close()
         assert attempt.status_code is None and attempt.error and "refused" in attempt.error
+        assert "UNITS_API_WEBHOOK_ALLOW_PRIVATE=true" in attempt.error
         assert target.received == []
 
 

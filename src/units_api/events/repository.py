@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import driver_connection
-from units_api.events.render import render_event
+from units_api.events.render import render_event, render_left
 from units_api.events.tables import events, feed_positions
+from units_api.units.tables import unit_history
 
 _PAGE_COLUMNS = (
     events.c.pos,
@@ -112,6 +114,26 @@ async def rendered_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, 
         driver = await driver_connection(conn)
         return {pos: text.encode() for pos, text in await driver.fetch(_RENDERED_AT, where)}
     return {row.pos: render_event(row) for row in await at(conn, where)}
+
+
+async def rendered_left_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, bytes]:
+    """The events at these positions (those still kept), each as the event by which its unit
+    left a follower's view (`render.render_left`)."""
+    return {row.pos: render_left(row) for row in await at(conn, where)} if where else {}
+
+
+async def times_before(
+    conn: AsyncConnection, wanted: Sequence[tuple[uuid.UUID, int]]
+) -> dict[tuple[uuid.UUID, int], datetime]:
+    """When these versions of units were written, by (unit id, version), from their history
+    (kept after a unit is deleted)."""
+    if not wanted:
+        return {}
+    history = unit_history.c
+    query = select(history.unit_id, history.version, history.at).where(
+        tuple_(history.unit_id, history.version).in_(wanted)
+    )
+    return {(unit_id, version): at for unit_id, version, at in await conn.execute(query)}
 
 
 async def trace_contexts_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, str]:

@@ -9,12 +9,11 @@ from units_api.auth.access import authorize
 from units_api.auth.scopes import EVENTS_READ
 from units_api.context import app_context
 from units_api.events.sequencer import sequence
-from units_api.events.service import FEED_LIMIT, parse_after, parse_types, read_feed
+from units_api.events.service import FEED_LIMIT, View, parse_after, parse_types, read_feed
 from units_api.events.types import EVENT_TYPES
 from units_api.http import docs
 from units_api.http.docs import problems, success
 from units_api.http.json import JSONResponse
-from units_api.units.filtering import unit_predicate
 
 router = APIRouter(prefix="/api/v2/events", tags=["events"])
 
@@ -38,7 +37,9 @@ _TYPES = docs.query(
         "began. A write's event is in the feed by the time the write's response has returned. "
         "`nextCursor` is never null: at the end it is the position to poll from. A key with a "
         "policy reads only the events of units inside it (judged on the unit as the event "
-        "carries it; a deletion by the unit as it was), and no job events. Events are kept "
+        "carries it; a deletion by the unit as it was), and no job events; and the event by "
+        "which a unit leaves it (inside before the change, outside after), with "
+        '`"left": true` and `data` `{"unitId"}` alone. Events are kept '
         "`UNITS_API_EVENTS_RETENTION_DAYS` days; a cursor older than the oldest kept event is "
         "a 410 whose `currentCursor` is the feed's end."
     ),
@@ -53,9 +54,9 @@ async def list_events(request: Request) -> Response:
     limit = FEED_LIMIT.parse(params.get("limit"))
     types = parse_types(params.get("types"))
     policy = principal.policy_tree
-    admit = None if policy is None else unit_predicate(policy)
+    view = None if policy is None else View.of(policy)
     # The page holds every event committed before the request: they are numbered first.
     await sequence(context.db)
     async with context.db.read() as conn:
-        body = await read_feed(conn, after, limit, types, admit)
+        body = await read_feed(conn, after, limit, types, view)
     return JSONResponse(body)

@@ -19,7 +19,9 @@ class Event(BaseModel):
     """One change. A unit event's `data` is `{"unit": ..., "changes": ...}`: the unit after the
     change (for `unit.deleted`, as it was), and for `unit.updated` the changed fields as
     `{field: {from, to}}`. A job event's `data` is the job; its `unitId` and `version` are
-    null."""
+    null. The event by which a unit leaves a key's policy or a webhook's filter (inside before
+    the change, outside after) reaches that key or webhook with `"left": true` and `data`
+    `{"unitId"}` alone: a follower that mirrors what it may see drops the unit."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -50,7 +52,15 @@ class Event(BaseModel):
     unitId: str | None
     version: int | None = Field(description="The unit's version after the change.")
     actor: Actor
-    data: dict[str, Any]
+    left: bool = Field(
+        default=False,
+        description="Present, and true, only on the event by which the unit left the "
+        "reader's policy or the webhook's filter; its `data` is then `{\"unitId\"}` alone.",
+    )
+    data: dict[str, Any] = Field(
+        description="A unit event's `{unit, changes}`, a job event's job, or, when `left`, "
+        "`{unitId}`."
+    )
 
 
 class EventPage(BaseModel):

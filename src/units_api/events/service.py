@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
 
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.clock import utcnow
+from units_api.clock import format_time, utcnow
 from units_api.db import Database
 from units_api.errors import CursorExpired, InvalidParameter
 from units_api.events import repository
-from units_api.events.render import render_event
+from units_api.events.render import render_event, render_left
 from units_api.events.types import EVENT_TYPES
 from units_api.filters.evaluate import Predicate
+from units_api.filters.tree import Node, comparisons
 from units_api.http.json import load_stored
 from units_api.http.paging import Limit
+from units_api.units.filtering import UNIT_CATALOGUE, unit_predicate
 
 FEED_LIMIT = Limit(default=100, maximum=1000)
 # A key with a policy may skip many events that are not for it: a page scans at most this
@@ -46,21 +50,87 @@ def parse_types(raw: str | None) -> tuple[str, ...]:
     return names
 
 
-def event_unit(row: Row[Any] | Any) -> dict[str, Any] | None:
-    """The unit an event carries (for a deletion, as it was), or None for a job event."""
+# How an event reaches a follower with a policy or filter: whole, as the event by which its
+# unit left (`render.render_left`), or not at all (None).
+WHOLE: Final = "whole"
+LEFT: Final = "left"
+Verdict = Literal["whole", "left"] | None
+# When units were changed before some of their versions: (unit id, version) -> its time.
+Times = Mapping[tuple[uuid.UUID, int], datetime]
+
+
+# Every change moves these: a view that reads one judges the unit before every change.
+_EVERY_CHANGE = frozenset({"updatedAt", "version"})
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a key's policy or a webhook's filter lets its follower see of the feed."""
+
+    admit: Predicate
+    # The unit's fields it reads (the top level of the document): a change of none of them
+    # cannot take a unit out of it.
+    reads: frozenset[str]
+
+    @classmethod
+    def of(cls, node: Node) -> View:
+        admit = unit_predicate(node)  # first: it refuses a selector that names no field
+        fields = [UNIT_CATALOGUE.fields[found.selector] for found in comparisons(node)]
+        return cls(admit, frozenset((f.array or f.path)[0] for f in fields))
+
+    @property
+    def dated(self) -> bool:
+        """It reads `updatedAt`: a unit's time before a change is not in the change's event,
+        and is read from the unit's history."""
+        return "updatedAt" in self.reads
+
+    def may_leave(self, changes: dict[str, Any]) -> bool:
+        return not self.reads.isdisjoint(changes) or not self.reads.isdisjoint(_EVERY_CHANGE)
+
+
+def unit_before(
+    unit: dict[str, Any], changes: dict[str, Any], changed_at: datetime | None = None
+) -> dict[str, Any]:
+    """The unit as it was before a change, from the unit after it and the change's diff (every
+    field that changed, with its value before; a state machine's as a whole): one version
+    earlier, last changed at `changed_at` when it is known."""
+    before = {**unit, **{name: change["from"] for name, change in changes.items()}}
+    before["version"] = unit["version"] - 1
+    if changed_at is not None:
+        before["updatedAt"] = format_time(changed_at)
+    return before
+
+
+def judge(row: Row[Any] | Any, view: View | None, times: Times | None = None) -> Verdict:
+    """How an event reaches a follower whose policy or filter is `view` (None: every event,
+    whole). An event whose unit is inside is seen whole (a deletion: judged on the unit as it
+    was); one whose unit was inside before the change and is outside after is seen as its
+    unit leaving; a job event is only for a follower without one. `times`: `times_before`
+    of the events, for a view that reads `updatedAt`."""
+    if view is None:
+        return WHOLE
     if row.unit_id is None:
         return None
-    unit: dict[str, Any] = load_stored(row.data)["unit"]
-    return unit
+    stored = load_stored(row.data)
+    unit: dict[str, Any] = stored["unit"]
+    if view.admit(unit):
+        return WHOLE
+    changes = stored.get("changes")
+    if not changes or not view.may_leave(changes):
+        return None
+    changed_at = times.get((row.unit_id, row.version - 1)) if times else None
+    return LEFT if view.admit(unit_before(unit, changes, changed_at)) else None
 
 
-def admitted(row: Row[Any], admit: Predicate | None) -> bool:
-    """Whether an event is for a caller whose policy is `admit` (None: every event); a job
-    event is only for a caller without one."""
-    if admit is None:
-        return True
-    unit = event_unit(row)
-    return unit is not None and admit(unit)
+async def times_before(
+    conn: AsyncConnection, views: Iterable[View | None], rows: Sequence[Any]
+) -> Times:
+    """When the units of these events were changed before them (their history), if one of
+    the views reads `updatedAt`; else nothing is read."""
+    if not any(view is not None and view.dated for view in views):
+        return {}
+    wanted = [(row.unit_id, row.version - 1) for row in rows if (row.version or 0) > 1]
+    return await repository.times_before(conn, wanted)
 
 
 async def read_feed(
@@ -68,11 +138,11 @@ async def read_feed(
     after: int | None,
     limit: int,
     types: Sequence[str],
-    admit: Predicate | None,
+    view: View | None,
 ) -> bytes:
     """A page of the feed as the response body, once the caller has numbered what committed
-    before it (`sequencer.sequence`, in transactions of its own). `admit`: the key's policy
-    on an event's unit (job events are for keys without one)."""
+    before it (`sequencer.sequence`, in transactions of its own). `view`: the key's policy
+    (see `judge`)."""
     marks = await repository.positions(conn)
     head, pruned = marks["head"], marks["pruned"]
     if after is None:
@@ -86,18 +156,20 @@ async def read_feed(
         )
     elif after > head:
         raise InvalidParameter("after", "is beyond the end of the feed")
-    if admit is None and conn.dialect.name == "postgresql":
+    if view is None and conn.dialect.name == "postgresql":
         count, last, events = await repository.rendered_page(conn, after, head, limit, types)
         return _body(events, last if count == limit else head)
     items: list[bytes] = []
     cursor = after
     for _ in range(SCAN_PAGES):
-        asked = limit if admit is not None else limit - len(items)
+        asked = limit if view is not None else limit - len(items)
         rows = await repository.page(conn, cursor, head, asked, types)
+        times = await times_before(conn, [view], rows)
         for row in rows:
             cursor = row.pos
-            if admitted(row, admit):
-                items.append(render_event(row))
+            verdict = judge(row, view, times)
+            if verdict is not None:
+                items.append(render_left(row) if verdict == LEFT else render_event(row))
                 if len(items) == limit:
                     break
         if len(items) == limit:

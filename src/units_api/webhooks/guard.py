@@ -18,12 +18,23 @@ from urllib.parse import SplitResult, urlsplit
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
+from units_api.config import PREFIX
+
 MAX_URL_LENGTH = 2048
+# The setting that lets targets inside the network through (config.Settings).
+ALLOW_PRIVATE = f"{PREFIX}WEBHOOK_ALLOW_PRIVATE"
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class UnsafeTarget(OSError):
     """The target is not a public HTTP(S) address."""
+
+
+class PrivateTarget(UnsafeTarget):
+    """The target is inside the network: its message says which setting allows it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason} (private targets are allowed with {ALLOW_PRIVATE}=true)")
 
 
 # IPv6 ranges that carry an IPv4 address in their low 32 bits (IPv4-compatible, SIIT,
@@ -75,10 +86,10 @@ def check_literal(host: str) -> None:
     """Refuses an IP literal that is not public, and the names reserved for loopback."""
     name = host.lower().rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
-        raise UnsafeTarget(f"{host} is a loopback name")
+        raise PrivateTarget(f"{host} is a loopback name")
     address = literal(host)
     if address is not None and not is_public(address):
-        raise UnsafeTarget(f"{address} is not a public address")
+        raise PrivateTarget(f"{address} is not a public address")
 
 
 async def check_url(url: str, allow_private: bool) -> None:
@@ -115,7 +126,7 @@ class GuardedResolver(AbstractResolver):
         for result in found:
             address = literal(result["host"])
             if address is None or not is_public(address):
-                raise UnsafeTarget(f"{host} resolves to {result['host']}, not a public address")
+                raise PrivateTarget(f"{host} resolves to {result['host']}, not a public address")
         return found
 
     async def close(self) -> None:

@@ -76,14 +76,17 @@ def new_delivery(
     event_pos: int | None,
     event_type: str,
     now: datetime,
+    unit_left: bool = False,
 ) -> dict[str, Any]:
-    """A delivery's row: pending, not yet attempted, due now."""
+    """A delivery's row: pending, not yet attempted, due now. `unit_left`: of the event by
+    which its unit left the webhook's filter."""
     return {
         "id": uuid7(),
         "webhook_id": webhook_id,
         "event_id": event_id,
         "event_pos": event_pos,
         "event_type": event_type,
+        "unit_left": unit_left,
         "status": PENDING,
         "attempts": 0,
         "next_attempt_at": now,
@@ -174,6 +177,7 @@ async def claim(
             webhook_deliveries.c.webhook_id,
             webhook_deliveries.c.event_id,
             webhook_deliveries.c.event_pos,
+            webhook_deliveries.c.unit_left,
             webhook_deliveries.c.attempts,
         )
     )

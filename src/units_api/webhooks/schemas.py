@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from units_api.events.types import EVENT_TYPES
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
-from units_api.webhooks.guard import MAX_URL_LENGTH, UnsafeTarget, split_url
+from units_api.webhooks.guard import ALLOW_PRIVATE, MAX_URL_LENGTH, UnsafeTarget, split_url
 from units_api.webhooks.sender import KEEP_AT_MOST
 
 SECRET_PREFIX = "whsec_"  # noqa: S105 (the format's prefix, not a secret)
@@ -60,12 +60,16 @@ Filter = Annotated[str, StringConstraints(min_length=1, max_length=MAX_FILTER_LE
 
 _URL_TEXT = (
     "The receiver: an http(s) URL whose host is public (a host that is or resolves to a "
-    "private, loopback, link-local or other non-global address is refused)."
+    "private, loopback, link-local or other non-global address is refused, unless the "
+    f"server runs with `{ALLOW_PRIVATE}=true`)."
 )
 _TYPES_TEXT = 'Event types to deliver, or `["*"]` for all.'
 _FILTER_TEXT = (
     "A unit filter (RSQL, as a key policy): only events whose unit matches it are delivered, "
-    "judged on the unit as the event carries it (job events are not delivered)."
+    "judged on the unit as the event carries it, and the event by which a unit leaves it "
+    '(matching before the change, not after), sent with `"left": true` and `data` '
+    '`{"unitId"}` only. Job events are not delivered: a filter with job event types '
+    "(`export.*`, `import.*`) is a 422."
 )
 
 

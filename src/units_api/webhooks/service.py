@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import duration_text, format_time, utcnow
 from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
 from units_api.events import repository as events_repository
-from units_api.events.types import EVENT_TYPES, TEST_EVENT_TYPE
+from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.http.paging import UUID, Keyset
@@ -99,6 +99,23 @@ def _check_filter(text: str) -> None:
         raise ValidationFailed([("filter", exc.detail.removeprefix("filter: "))]) from None
 
 
+def _check_unit_types(filter_text: str | None, event_types: list[str], field: str) -> None:
+    """A filter judges units: with job event types (whose events have no unit) it is refused,
+    on `field`."""
+    jobs = [name for name in event_types if name in JOB_EVENT_TYPES]
+    if filter_text is not None and jobs:
+        raise ValidationFailed(
+            [
+                (
+                    field,
+                    "a filter judges units and job events have none: leave out the filter or "
+                    f"the job event types ({', '.join(jobs)}); a webhook without a filter "
+                    "receives them",
+                )
+            ]
+        )
+
+
 async def _check_target(url: str, allow_private: bool) -> None:
     try:
         await check_url(url, allow_private)
@@ -115,6 +132,7 @@ async def create(conn: AsyncConnection, spec: WebhookCreate, allow_private: bool
     await _check_target(spec.url, allow_private)
     if spec.filter is not None:
         _check_filter(spec.filter)
+    _check_unit_types(spec.filter, spec.eventTypes, "filter")
     now = utcnow()
     secret = spec.secret or new_secret()
     webhook_id = uuid7()
@@ -171,6 +189,11 @@ async def update(
         if spec.filter is not None:
             _check_filter(spec.filter)
         values["filter"] = spec.filter
+    _check_unit_types(
+        spec.filter if "filter" in sent else row["filter"],
+        spec.eventTypes or orjson.loads(row["event_types"]),
+        "filter" if "filter" in sent else "eventTypes",
+    )
     if spec.enabled is True and not row["enabled"]:
         # Events that happened while it was disabled are not delivered to it.
         values |= {
@@ -259,7 +282,12 @@ async def redeliver(
         raise Gone("The event of this delivery is no longer kept.")
     now = utcnow()
     row = repository.new_delivery(
-        webhook_id, found["event_id"], found["event_pos"], found["event_type"], now
+        webhook_id,
+        found["event_id"],
+        found["event_pos"],
+        found["event_type"],
+        now,
+        bool(found["unit_left"]),
     )
     await repository.insert_deliveries(conn, [row])
     created = await repository.delivery(conn, webhook_id, row["id"])

@@ -50,6 +50,8 @@ webhook_deliveries = Table(
     Column("event_id", Uuid, nullable=False),
     Column("event_pos", BigInteger),
     Column("event_type", String(60), nullable=False),
+    # True: the event by which its unit left the webhook's filter, sent without the unit.
+    Column("unit_left", Boolean),
     Column("status", String(16), nullable=False),  # pending, succeeded, failed
     Column("attempts", Integer, nullable=False),
     # When a worker may take it next: the next attempt, or the end of a worker's claim.

@@ -31,11 +31,9 @@ from units_api.db import Database
 from units_api.errors import bound_error
 from units_api.events import repository as events_repository
 from units_api.events.sequencer import sequence
-from units_api.events.service import admitted
-from units_api.filters.evaluate import Predicate
+from units_api.events.service import LEFT, Times, Verdict, View, judge, times_before
 from units_api.filters.parser import parse_filter
 from units_api.ids import uuid7
-from units_api.units.filtering import unit_predicate
 from units_api.webhooks import repository
 from units_api.webhooks.repository import FAILED, PENDING, SUCCEEDED
 from units_api.webhooks.sender import Attempt, Sender
@@ -65,7 +63,7 @@ class _Subscription:
     id: uuid.UUID
     since: int
     types: frozenset[str] | None  # None: every type
-    admit: Predicate | None
+    view: View | None
 
     @classmethod
     def of(cls, hook: RowMapping) -> _Subscription:
@@ -75,13 +73,14 @@ class _Subscription:
             hook["id"],
             hook["since_pos"],
             None if types == ["*"] else frozenset(types),
-            None if node is None else unit_predicate(node),
+            None if node is None else View.of(node),
         )
 
-    def wants(self, event: Row[Any]) -> bool:
+    def wants(self, event: Row[Any], times: Times) -> Verdict:
+        """Whether the event is for this webhook, and how (`events/service.judge`)."""
         if event.pos <= self.since or (self.types is not None and event.type not in self.types):
-            return False
-        return admitted(event, self.admit)
+            return None
+        return judge(event, self.view, times)
 
 
 async def fan_out(db: Database) -> int:
@@ -104,11 +103,14 @@ async def fan_out(db: Database) -> int:
             if not found:
                 return total
             now = utcnow()
+            times = await times_before(conn, [hook.view for hook in hooks], found)
             rows = [
-                repository.new_delivery(hook.id, event.id, event.pos, event.type, now)
+                repository.new_delivery(
+                    hook.id, event.id, event.pos, event.type, now, verdict == LEFT
+                )
                 for event in found
                 for hook in hooks
-                if hook.wants(event)
+                if (verdict := hook.wants(event, times)) is not None
             ]
             await repository.insert_deliveries(conn, rows)
             await events_repository.set_position(conn, "webhooks", found[-1].pos)
@@ -167,7 +169,10 @@ class Deliverer:
                 return []
             hooks = await repository.by_ids(conn, list({row["webhook_id"] for row in claimed}))
             positions = [row["event_pos"] for row in claimed]
-            bodies = await events_repository.rendered_at(conn, positions)
+            whole = [row["event_pos"] for row in claimed if not row["unit_left"]]
+            bodies = await events_repository.rendered_at(conn, whole)
+            left = [row["event_pos"] for row in claimed if row["unit_left"]]
+            left_bodies = await events_repository.rendered_left_at(conn, left)
             traces: dict[int, str] = {}
             if tracing.on:
                 traces = await events_repository.trace_contexts_at(conn, positions)
@@ -179,7 +184,7 @@ class Deliverer:
                 hooks[row["webhook_id"]]["url"],
                 signing_secrets(hooks[row["webhook_id"]]),
                 str(row["event_id"]),
-                bodies.get(row["event_pos"]),
+                (left_bodies if row["unit_left"] else bodies).get(row["event_pos"]),
                 traces.get(row["event_pos"]),
             )
             for row in claimed
