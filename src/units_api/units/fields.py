@@ -23,6 +23,13 @@ SORTABLE = {
     "guaranty": "guaranty",
     "city": "city",
     "type": "type",
+    "currency": "currency",
+    "country": "country",
+    "offeringType": "offering_type",
+    "bedrooms": "bedrooms",
+    "bathrooms": "bathrooms",
+    "completionStatus": "completion_status",
+    "handoverDate": "handover_date",
 }
 
 
@@ -39,13 +46,36 @@ class SortKey:
 
 
 # Text sorts compare code points on both dialects (COLLATE "C" on PostgreSQL).
-TEXT_SORT_FIELDS = ("name", "city", "type")
+TEXT_SORT_FIELDS = (
+    "name",
+    "city",
+    "type",
+    "currency",
+    "country",
+    "offeringType",
+    "completionStatus",
+    "handoverDate",
+)
 # Never null, so sorted without NULLS LAST (which would keep PostgreSQL off their indexes).
 NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
 
-_TEXT = ("name", "type", "location", "city", "subProjectId", "priceBase")
+_TEXT = (
+    "name",
+    "type",
+    "location",
+    "city",
+    "subProjectId",
+    "priceBase",
+    "currency",
+    "country",
+    "offeringType",
+    "completionStatus",
+    "handoverDate",
+)
+# Numbers that are whole (integer columns): counts a unit has, grouped by as well.
+WHOLE = ("bedrooms", "bathrooms")
 GROUPABLE = {
-    **{field: FIELD_COLUMNS[field] for field in _TEXT},
+    **{field: FIELD_COLUMNS[field] for field in (*_TEXT, *WHOLE)},
     "status": "publishing_status",
     "availability": "availability_status",
 }
