@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -187,7 +187,7 @@ def _floors(
     bedrooms, bathrooms = rooms
     low, high = LAYOUTS[kind].floors
     count = rng.randint(low, high)
-    beds = [None] * count
+    beds: Sequence[int | None] = [None] * count
     if bedrooms is not None:
         beds = _spread(bedrooms, count, 1 + (bedrooms >= 6))
     baths = _spread(bathrooms, count, 1)
