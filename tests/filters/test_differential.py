@@ -250,7 +250,7 @@ def draw_filters(pools: tuple[Pool, Pool], count: int) -> list[str]:
 
 async def test_the_evaluator_agrees_with_sql(api: Api) -> None:
     scope, docs = await seed(api)
-    assert len(docs) == 38
+    assert len(docs) == 40
     discriminating = 0
     filters = draw_filters(pools(docs), 200)
     for text in filters:
