@@ -24,19 +24,10 @@ from units_api.search.index import search_condition
 from units_api.search.words import SIGNATURE_COLUMNS, signature
 from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, new_availability, new_publishing
-from units_api.units.tables import FIELD_COLUMNS, units
+from units_api.units.tables import LISTING_COLUMNS, units
 from units_api.units.validation import validate_unit
 
-LISTING_FIELDS = (
-    "currency",
-    "country",
-    "offeringType",
-    "bedrooms",
-    "bathrooms",
-    "completionStatus",
-    "handoverDate",
-)
-LISTING_COLUMNS = [(name, FIELD_COLUMNS[name]) for name in LISTING_FIELDS]
+LISTING_FIELDS = tuple(LISTING_COLUMNS)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -61,7 +52,7 @@ async def insert_old_unit(url: str) -> None:
     now = utcnow()
     record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
     # As 0001 stored it: without 0010's point or 0020's listing fields, in its record or columns.
-    newer = ("lng", "lat", *(column for _, column in LISTING_COLUMNS))
+    newer = ("lng", "lat", *LISTING_COLUMNS.values())
     columns = {k: v for k, v in record.columns().items() if k not in newer}
     columns["doc"] = dumps_plain(
         {k: v for k, v in record.document().items() if k not in LISTING_FIELDS}
@@ -141,7 +132,7 @@ def _row(doc: str) -> dict[str, object]:
 async def _stored(url: str) -> list[object]:
     db = Database(create_engine(url, 1))
     async with db.read() as conn:
-        columns = [units.c[column] for _, column in LISTING_COLUMNS]
+        columns = [units.c[column] for column in LISTING_COLUMNS.values()]
         row = (await conn.execute(select(units.c.doc, *columns))).one()
     await db.dispose()
     return list(row)

@@ -32,6 +32,7 @@ from units_api.filters import geo
 from units_api.filters.fields import Field
 from units_api.sample_data import fake_unit
 from units_api.units.filtering import UNIT_CATALOGUE
+from units_api.units.tables import LISTING_COLUMNS
 
 SELECTORS = [
     "name",
@@ -46,13 +47,7 @@ SELECTORS = [
     "guaranty",
     "startingPrice",
     "maxPrice",
-    "currency",
-    "country",
-    "offeringType",
-    "bedrooms",
-    "bathrooms",
-    "completionStatus",
-    "handoverDate",
+    *LISTING_COLUMNS,
     "expense.value",
     "expense.name",
     "unitLocation.type",

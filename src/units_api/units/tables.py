@@ -22,6 +22,16 @@ from sqlalchemy import (
 
 from units_api.db import Number, UTCDateTime, metadata
 
+# The listing fields (migration 0020), each with a column of its own.
+LISTING_COLUMNS = {
+    "currency": "currency",
+    "country": "country",
+    "offeringType": "offering_type",
+    "bedrooms": "bedrooms",
+    "bathrooms": "bathrooms",
+    "completionStatus": "completion_status",
+    "handoverDate": "handover_date",
+}
 # The record's scalar fields that have a column of their own, and that column.
 FIELD_COLUMNS = {
     "name": "name",
@@ -35,13 +45,7 @@ FIELD_COLUMNS = {
     "guaranty": "guaranty",
     "startingPrice": "starting_price",
     "maxPrice": "max_price",
-    "currency": "currency",
-    "country": "country",
-    "offeringType": "offering_type",
-    "bedrooms": "bedrooms",
-    "bathrooms": "bathrooms",
-    "completionStatus": "completion_status",
-    "handoverDate": "handover_date",
+    **LISTING_COLUMNS,
 }
 
 units = Table(
