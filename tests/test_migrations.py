@@ -17,14 +17,17 @@ from tests.conftest import fresh_postgres
 from units_api.clock import utcnow
 from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
+from units_api.http.json import dumps_plain, load_stored
 from units_api.ids import uuid7
 from units_api.migrate import alembic_config, head_revision
 from units_api.search.index import search_condition
 from units_api.search.words import SIGNATURE_COLUMNS, signature
 from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, new_availability, new_publishing
-from units_api.units.tables import units
+from units_api.units.tables import LISTING_COLUMNS, units
 from units_api.units.validation import validate_unit
+
+LISTING_FIELDS = tuple(LISTING_COLUMNS)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -48,7 +51,12 @@ async def insert_old_unit(url: str) -> None:
     )
     now = utcnow()
     record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
-    columns = {k: v for k, v in record.columns().items() if k not in ("lng", "lat")}  # 0010's
+    # As 0001 stored it: without 0010's point or 0021's listing fields, in its record or columns.
+    newer = ("lng", "lat", *LISTING_COLUMNS.values())
+    columns = {k: v for k, v in record.columns().items() if k not in newer}
+    columns["doc"] = dumps_plain(
+        {k: v for k, v in record.document().items() if k not in LISTING_FIELDS}
+    ).decode()
     async with db.transaction() as conn:
         await conn.execute(units.insert(), {"id": record.id, "created_at": now, **columns})
     await db.dispose()
@@ -102,10 +110,32 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
         )
         assert tuple(part for (part,) in parts) == signature(lexemes[0])
         assert asyncio.run(count_found(empty_database, "vil")) == 1
+    # Its listing fields, null in its columns and its record, in the record's order (0021).
+    (doc, *values) = asyncio.run(_stored(empty_database))
+    assert values == [None] * len(LISTING_FIELDS)
+    record = load_stored(doc)
+    assert {name: record[name] for name in LISTING_FIELDS} == dict.fromkeys(LISTING_FIELDS)
+    assert list(record) == list(UnitRecord.from_row(uuid7(), _row(doc)).document())
+    for name in LISTING_FIELDS:
+        assert asyncio.run(count_filtered(empty_database, f"{name}=null=true")) == 1
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0020"
+    assert head_revision() == "0021"
+
+
+def _row(doc: str) -> dict[str, object]:
+    now = utcnow()
+    return {"doc": doc, "version": 1, "created_at": now, "updated_at": now}
+
+
+async def _stored(url: str) -> list[object]:
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        columns = [units.c[column] for column in LISTING_COLUMNS.values()]
+        row = (await conn.execute(select(units.c.doc, *columns))).one()
+    await db.dispose()
+    return list(row)
 
 
 async def _admin(url: str, *statements: str) -> list[list[object]]:

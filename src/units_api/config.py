@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as SourceError
 from redis.connection import parse_url as parse_redis_url
 
+from units_api.codes import CURRENCIES
 from units_api.errors import SettingError
 from units_api.http.rates import Rate, parse_rate
 from units_api.search.plan import FEW_MATCHES
@@ -70,6 +71,13 @@ PUBLISH_FIELDS = (
     "paymentPlans",
     "floorsPlan",
     "readings",
+    "currency",
+    "country",
+    "offeringType",
+    "bedrooms",
+    "bathrooms",
+    "completionStatus",
+    "handoverDate",
     "image",
 )
 
@@ -125,6 +133,8 @@ class Settings(BaseSettings):
     max_import_bytes: int = Field(default=512 * 1024 * 1024, ge=1024)
     max_import_expanded_bytes: int = Field(default=2 * 1024 * 1024 * 1024, ge=1024)
     publish_requires: str = "name,type,city,price,image"
+    # What a unit's null currency means wherever a price is shown with its currency.
+    default_currency: str = "EGP"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""
     vocab_price_base: str = ""
@@ -178,6 +188,13 @@ class Settings(BaseSettings):
                 close = closest(name, PUBLISH_FIELDS)
                 hint = f"did you mean {close}?" if close else "the README lists the names"
                 raise ValueError(f"{name!r} is not image or a writable field of a unit; {hint}")
+        return value
+
+    @field_validator("default_currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        if value not in CURRENCIES:
+            raise ValueError("must be an ISO 4217 currency code, three capitals (EGP, AED, SAR)")
         return value
 
     @field_validator("log_level")

@@ -402,3 +402,62 @@ async def test_unknown_console_paths_are_pages(api: Api) -> None:
 async def test_static_files_are_served(api: Api, path: str) -> None:
     answer = await api.client.get(path)
     assert answer.status_code == 200 and len(answer.content) > 500
+
+
+async def test_the_listing_fields_have_inputs_of_their_kind_and_show_in_both_languages(
+    api: Api,
+) -> None:
+    client = await sign_in(api)
+    form = await client.get("/console/units/new")
+    assert '<select id="f-offeringType" name="offeringType">' in form.text
+    assert '<option value="offPlan">Off-plan</option>' in form.text
+    assert re.search(
+        r'<input id="f-handoverDate" name="handoverDate" value="" type="date"', form.text
+    )
+    assert re.search(r'<input id="f-currency" name="currency" value=""[^>]* dir="ltr"', form.text)
+    fields = {
+        "csrf": csrf_of(form),
+        "name": "Off-plan Villa",
+        "type": "villa",
+        "country": "EG",
+        "offeringType": "sale",
+        "bedrooms": "4",
+        "bathrooms": "٣",
+        "completionStatus": "offPlan",
+        "handoverDate": "2028-06-30",
+    }
+    answer = await client.post("/console/units/new", data=fields)
+    assert answer.status_code == 303, answer.text
+    unit_id = answer.headers["location"].split("/")[3].split("?")[0]
+    stored = (await api.request("GET", f"/api/v2/units/{unit_id}")).json()
+    assert (stored["bedrooms"], stored["bathrooms"], stored["currency"]) == (4, 3, None)
+    assert (stored["completionStatus"], stored["handoverDate"]) == ("offPlan", "2028-06-30")
+    page = (await client.get(f"/console/units/{unit_id}")).text
+    assert '<dt title="bedrooms">Bedrooms</dt><dd class="num">4</dd>' in page
+    assert '<dt title="completionStatus">Completion</dt><dd>Off-plan</dd>' in page
+    assert '<dt title="currency">Currency</dt><dd dir="ltr">EGP (by default)</dd>' in page
+    assert '<dt title="handoverDate">Handover date</dt><dd dir="ltr">2028-06-30</dd>' in page
+    edit = await client.get(f"/console/units/{unit_id}/edit")
+    assert '<option value="offPlan" selected>Off-plan</option>' in edit.text
+    client.cookies.set(LANGUAGE_COOKIE, "ar")
+    arabic = (await client.get(f"/console/units/{unit_id}")).text
+    assert '<dt title="bedrooms">غرف النوم</dt><dd class="num">٤</dd>' in arabic
+    assert '<dt title="offeringType">نوع العرض</dt><dd>بيع</dd>' in arabic
+    assert "EGP (افتراضيًا)" in arabic
+
+
+async def test_a_bad_listing_value_is_named_beside_its_field(api: Api) -> None:
+    client = await sign_in(api)
+    form = await client.get("/console/units/new")
+    fields = {
+        "csrf": csrf_of(form),
+        "name": "Early",
+        "type": "villa",
+        "currency": "egp",
+        "completionStatus": "ready",
+        "handoverDate": "2028-06-30",
+    }
+    answer = await client.post("/console/units/new", data=fields)
+    assert answer.status_code == 422
+    assert 'id="currency-error"' in answer.text and 'id="handoverDate-error"' in answer.text
+    assert '<option value="ready" selected>Ready</option>' in answer.text

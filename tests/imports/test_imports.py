@@ -95,6 +95,7 @@ async def test_an_exported_file_imports_back_unchanged(
     api: Api, fmt: str, compression: str
 ) -> None:
     project, made = await make_units(api, 3)
+    assert all(unit["currency"] and unit["completionStatus"] for unit in made)  # listing fields
     spec = {"format": fmt, "filter": f"subProjectId=={project}", "compression": compression}
     job = await run_export(api, spec)
     content = await download(api, job)

@@ -101,6 +101,8 @@ def test_the_fields_are_exactly_what_the_model_dumps(
     for name in cleared:
         if name not in ("name", "type"):
             body[name] = emptied if isinstance(body.get(name), list) else None
+    if body.get("completionStatus") != "offPlan":
+        body["handoverDate"] = None  # a date goes with an off-plan unit alone
     expected = UnitWrite.model_validate(body).model_dump(include=set(EDITABLE_FIELDS))
     fields = validate_unit(body)
     assert fields == expected

@@ -52,8 +52,9 @@ def marks(shown: dict[str, Any] | None, language: Language) -> Markup:
 ARABIC_FIRST = ("unitNameAr", "unitDescAr", "unitShortDescAr")
 
 
-def details(unit: dict[str, Any], language: Language) -> Markup:
-    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value)."""
+def details(unit: dict[str, Any], language: Language, currency: str) -> Markup:
+    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value);
+    a unit without a currency shows `currency`, the server's default, marked as such."""
     first = ARABIC_FIRST if language.code == "ar" else ()
     items = [
         _item(name, language, f'<dd dir="auto">{_text(unit.get(name) or "")}</dd>')
@@ -65,6 +66,12 @@ def details(unit: dict[str, Any], language: Language) -> Markup:
         value = unit.get(field.name)
         if field.kind in ("number", "whole"):
             shown = f'<dd class="num">{_text(language.number(value))}</dd>'
+        elif field.kind == "choice":
+            shown = f"<dd>{_text(language.choice(value))}</dd>"
+        elif field.name == "currency" and value is None:
+            shown = f'<dd dir="ltr">{_text(currency)} ({_text(language.t("by default"))})</dd>'
+        elif field.kind in ("code", "day"):
+            shown = f'<dd dir="ltr">{_text("" if value is None else value)}</dd>'
         elif field.kind == "url" and value:
             link = _text(value)
             shown = f'<dd dir="auto"><a href="{link}" rel="noopener noreferrer">{link}</a></dd>'

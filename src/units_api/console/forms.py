@@ -25,7 +25,9 @@ MAX_ROWS = 1000
 @dataclass(frozen=True, slots=True)
 class Field:
     name: str
-    kind: str  # text, long, url, number, whole, bool, date
+    # text, long, url, number, whole, bool, date (or date-time), day, choice, code (ISO's)
+    kind: str
+    choices: tuple[str, ...] = ()  # a choice's values
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +54,27 @@ def _kind(schema: dict[str, Any]) -> str:
         return "whole"
     if kind == "boolean":
         return "bool"
+    if "enum" in chosen:
+        return "choice"
     if "anyOf" in chosen:
         return "date"
+    if chosen.get("format") == "date":
+        return "day"
+    if chosen.get("pattern", "").startswith("^[A-Z]"):
+        return "code"
     if chosen.get("format") == "uri":
         return "url"
     return "long" if chosen.get("maxLength", 0) > 1000 else "text"
 
 
+def _field(name: str, schema: dict[str, Any]) -> Field:
+    options = [s for s in schema.get("anyOf", [schema]) if s.get("type") != "null"]
+    choices = tuple(options[0].get("enum", ())) if options else ()
+    return Field(name, _kind(schema), choices)
+
+
 def _fields(properties: dict[str, Any]) -> tuple[Field, ...]:
-    return tuple(Field(name, _kind(schema)) for name, schema in properties.items())
+    return tuple(_field(name, schema) for name, schema in properties.items())
 
 
 @cache
@@ -90,7 +104,7 @@ def unit_form() -> UnitForm:
         elif chosen.get("type") == "array":
             lists.append(name)
         else:
-            scalars.append(Field(name, _kind(field)))
+            scalars.append(_field(name, field))
     return UnitForm(tuple(scalars), objects, tuple(lists), tuple(tables))
 
 

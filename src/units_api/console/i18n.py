@@ -78,6 +78,7 @@ ARABIC: dict[str, str] = {
     "Restore": "استعادة",
     "Reserve": "حجز",
     "Release": "إلغاء الحجز",
+    "by default": "افتراضيًا",
     "Sell": "بيع",
     "Block": "إيقاف",
     "Unblock": "إعادة الإتاحة",
@@ -280,6 +281,21 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {
     "cost": ("Cost", "التكلفة"),
     "readingDate": ("Date", "التاريخ"),
     "Notes": ("Notes", "ملاحظات"),
+    "currency": ("Currency", "العملة"),
+    "country": ("Country", "الدولة"),
+    "offeringType": ("Offered for", "نوع العرض"),
+    "bedrooms": ("Bedrooms", "غرف النوم"),
+    "bathrooms": ("Bathrooms", "الحمامات"),
+    "completionStatus": ("Completion", "حالة الإنشاء"),
+    "handoverDate": ("Handover date", "موعد التسليم"),
+}
+
+# The values of the unit's fields that are choices: English, Arabic.
+CHOICE_WORDS: dict[str, tuple[str, str]] = {
+    "sale": ("Sale", "بيع"),
+    "rent": ("Rent", "إيجار"),
+    "ready": ("Ready", "جاهزة للتسليم"),
+    "offPlan": ("Off-plan", "قيد الإنشاء"),
 }
 
 STATUS_WORDS = {
@@ -319,6 +335,15 @@ class Language:
         if labels is None:
             return name
         return labels[1] if self.code == "ar" else labels[0]
+
+    def choice(self, value: str | None) -> str:
+        """A choice field's value in words (the value itself when it has none)."""
+        if value is None:
+            return ""
+        words = CHOICE_WORDS.get(value)
+        if words is None:
+            return value
+        return words[1] if self.code == "ar" else words[0]
 
     def number(self, value: object) -> str:
         """A number grouped by thousands, exactly as stored (no float on the way)."""

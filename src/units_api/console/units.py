@@ -169,7 +169,7 @@ async def unit_page(page: Page) -> Response:
         unit=unit,
         history=history.data["data"] if history.ok else [],
         older=history.data["nextCursor"] if history.ok else None,
-        details=cells.details(unit, page.language),
+        details=cells.details(unit, page.language, page.context.settings.default_currency),
         tables=cells.nested_tables(unit, page.language),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)

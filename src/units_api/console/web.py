@@ -95,6 +95,7 @@ class Page:
             lang=lang,
             t=lang.t,
             label=lang.field,
+            choice=lang.choice,
             number=lang.number,
             time=lang.time,
             static=STATIC,

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from units_api.units.tables import FIELD_COLUMNS
+from units_api.units.tables import FIELD_COLUMNS, LISTING_COLUMNS
 
 SORTABLE = {
     "createdAt": "created_at",
@@ -23,6 +23,7 @@ SORTABLE = {
     "guaranty": "guaranty",
     "city": "city",
     "type": "type",
+    **LISTING_COLUMNS,
 }
 
 
@@ -38,14 +39,17 @@ class SortKey:
     descending: bool
 
 
+# Numbers that are whole (integer columns): counts a unit has, grouped by as well.
+WHOLE = ("bedrooms", "bathrooms")
+_LISTING_TEXT = tuple(field for field in LISTING_COLUMNS if field not in WHOLE)
 # Text sorts compare code points on both dialects (COLLATE "C" on PostgreSQL).
-TEXT_SORT_FIELDS = ("name", "city", "type")
+TEXT_SORT_FIELDS = ("name", "city", "type", *_LISTING_TEXT)
 # Never null, so sorted without NULLS LAST (which would keep PostgreSQL off their indexes).
 NOT_NULL_SORT_FIELDS = ("createdAt", "updatedAt", "name", "type")
 
-_TEXT = ("name", "type", "location", "city", "subProjectId", "priceBase")
+_TEXT = ("name", "type", "location", "city", "subProjectId", "priceBase", *_LISTING_TEXT)
 GROUPABLE = {
-    **{field: FIELD_COLUMNS[field] for field in _TEXT},
+    **{field: FIELD_COLUMNS[field] for field in (*_TEXT, *WHOLE)},
     "status": "publishing_status",
     "availability": "availability_status",
 }

@@ -39,6 +39,7 @@ from units_api.units.fields import (
     NUMERIC,
     RELEVANCE,
     TIMES,
+    WHOLE,
     SortKey,
     project,
 )
@@ -115,6 +116,8 @@ def _kind(field: str) -> Kind:
         return FLOAT
     if field in TIMES:
         return nullable(TIME)
+    if field in WHOLE:
+        return nullable(INTEGER)
     if field in NUMERIC:
         return nullable(NUMBER)
     return nullable(TEXT)

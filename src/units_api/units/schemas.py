@@ -27,6 +27,9 @@ from units_api.units.fields import AGGREGATABLE, COMPUTED_SORTS, GROUPABLE, RELE
 from units_api.units.types import (
     Amount,
     Coordinate,
+    Country,
+    Currency,
+    IsoDate,
     Label,
     LongText,
     Name,
@@ -117,6 +120,10 @@ class Reading(_Strict):
     Notes: LongText | None = None
 
 
+OfferingType = Literal["sale", "rent"]
+CompletionStatus = Literal["ready", "offPlan"]
+
+
 def _array(item: Any, max_items: int) -> Any:
     return Annotated[list[item], Field(max_length=max_items), NullAsEmpty]
 
@@ -149,6 +156,28 @@ class UnitFields(_Strict):
     paymentPlans: _array(PaymentPlan, 200) = Field(default_factory=list)  # type: ignore[valid-type]
     floorsPlan: _array(Floor, 200) = Field(default_factory=list)  # type: ignore[valid-type]
     readings: _array(Reading, 1000) = Field(default_factory=list)  # type: ignore[valid-type]
+    currency: Currency | None = Field(
+        default=None,
+        description="ISO 4217 code of the unit's prices; null means the server's default "
+        "currency (UNITS_API_DEFAULT_CURRENCY).",
+        examples=["EGP"],
+    )
+    country: Country | None = Field(
+        default=None, description="ISO 3166-1 alpha-2 code.", examples=["EG"]
+    )
+    offeringType: OfferingType | None = Field(
+        default=None,
+        description="For sale or for rent (a rent's price is per month); null means sale.",
+        examples=["sale"],
+    )
+    bedrooms: Whole | None = Field(default=None, description="0 is a studio.", examples=[3])
+    bathrooms: Whole | None = Field(default=None, examples=[2])
+    completionStatus: CompletionStatus | None = Field(default=None, examples=["offPlan"])
+    handoverDate: IsoDate | None = Field(
+        default=None,
+        description="When an off-plan unit is handed over; only with completionStatus offPlan.",
+        examples=["2028-06-30"],
+    )
 
 
 EDITABLE_FIELDS: tuple[str, ...] = tuple(UnitFields.model_fields)
@@ -178,6 +207,13 @@ class UnitWrite(UnitFields):
                     "type": "villa",
                     "city": "New Cairo",
                     "price": 4250000.5,
+                    "currency": "EGP",
+                    "country": "EG",
+                    "offeringType": "sale",
+                    "bedrooms": 4,
+                    "bathrooms": 3,
+                    "completionStatus": "offPlan",
+                    "handoverDate": "2028-06-30",
                     "unitNameAr": "فيلا بالم هيلز أ-١٢",
                     "unitLocation": {"type": "Point", "coordinates": [31.4913, 30.0074]},
                     "paymentPlans": [

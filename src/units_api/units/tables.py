@@ -22,6 +22,16 @@ from sqlalchemy import (
 
 from units_api.db import Number, UTCDateTime, metadata
 
+# The listing fields (migration 0021), each with a column of its own.
+LISTING_COLUMNS = {
+    "currency": "currency",
+    "country": "country",
+    "offeringType": "offering_type",
+    "bedrooms": "bedrooms",
+    "bathrooms": "bathrooms",
+    "completionStatus": "completion_status",
+    "handoverDate": "handover_date",
+}
 # The record's scalar fields that have a column of their own, and that column.
 FIELD_COLUMNS = {
     "name": "name",
@@ -35,6 +45,7 @@ FIELD_COLUMNS = {
     "guaranty": "guaranty",
     "startingPrice": "starting_price",
     "maxPrice": "max_price",
+    **LISTING_COLUMNS,
 }
 
 units = Table(
@@ -64,6 +75,14 @@ units = Table(
     # The unitLocation's point, for map search (filters.geo); null without one (0010).
     Column("lng", Double),
     Column("lat", Double),
+    # The listing fields (0021): nullable, so adding them rewrote no row.
+    Column("currency", String(3)),
+    Column("country", String(2)),
+    Column("offering_type", String(10)),
+    Column("bedrooms", Integer),
+    Column("bathrooms", Integer),
+    Column("completion_status", String(10)),
+    Column("handover_date", String(10)),
     Index("ix_units_created_at_id", "created_at", "id"),
     Index("ix_units_updated_at_id", "updated_at", "id"),
     Index("ix_units_city_price", "city", "price"),

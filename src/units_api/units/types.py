@@ -1,4 +1,5 @@
-"""Field types of the unit record: exact numbers, bounded strings, http(s) URLs, dates."""
+"""Field types of the unit record: exact numbers, bounded strings, http(s) URLs, dates, ISO
+codes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pydantic import (
 )
 from pydantic.json_schema import JsonSchemaValue, WithJsonSchema
 from pydantic_core import core_schema
+
+from units_api.codes import COUNTRIES, CURRENCIES
 
 NAME_MAX = 200
 TEXT_MAX = 500
@@ -97,6 +100,31 @@ def _reading_date(value: str) -> str:
     raise ValueError("must be an ISO 8601 date (YYYY-MM-DD) or an RFC 3339 date-time")
 
 
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _date(value: str) -> str:
+    try:
+        if _DATE.match(value):
+            date.fromisoformat(value)
+            return value
+    except ValueError:
+        pass
+    raise ValueError("must be an ISO 8601 date (YYYY-MM-DD)")
+
+
+def _currency(value: str) -> str:
+    if value not in CURRENCIES:
+        raise ValueError("must be an ISO 4217 currency code, three capitals (EGP, AED, SAR)")
+    return value
+
+
+def _country(value: str) -> str:
+    if value not in COUNTRIES:
+        raise ValueError("must be an ISO 3166-1 alpha-2 country code, two capitals (EG, AE, SA)")
+    return value
+
+
 def _non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be blank")
@@ -162,6 +190,38 @@ ReadingDate = Annotated[
             "description": "ISO 8601 date (YYYY-MM-DD) or RFC 3339 date-time; returned as sent.",
             "examples": ["2026-11-01", "2026-11-01T08:00:00Z"],
             "anyOf": [{"format": "date"}, {"format": "date-time"}],
+        }
+    ),
+]
+
+IsoDate = Annotated[
+    str,
+    AfterValidator(_date),
+    WithJsonSchema(
+        {"type": "string", "format": "date", "description": "ISO 8601 date (YYYY-MM-DD)."}
+    ),
+]
+Currency = Annotated[
+    str,
+    AfterValidator(_currency),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": "^[A-Z]{3}$",
+            "description": "ISO 4217 currency code.",
+            "examples": ["EGP", "AED", "SAR"],
+        }
+    ),
+]
+Country = Annotated[
+    str,
+    AfterValidator(_country),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": "^[A-Z]{2}$",
+            "description": "ISO 3166-1 alpha-2 country code.",
+            "examples": ["EG", "AE", "SA"],
         }
     ),
 ]

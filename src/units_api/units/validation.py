@@ -57,6 +57,11 @@ def _range_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
                 yield f"paymentPlans[{index}].default", "at most one payment plan may be default"
 
 
+def _handover_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    if body.get("handoverDate") is not None and body.get("completionStatus") != "offPlan":
+        yield "handoverDate", "is only for an off-plan unit (completionStatus offPlan)"
+
+
 def _location_errors(body: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     location = body.get("unitLocation")
     if not isinstance(location, dict):
@@ -146,6 +151,7 @@ def _cross_field_errors(
     body: Mapping[str, Any], vocabularies: Mapping[str, tuple[str, ...]] | None
 ) -> Iterator[tuple[str, str]]:
     yield from _range_errors(body)
+    yield from _handover_errors(body)
     yield from _location_errors(body)
     yield from _vocabulary_errors(body, vocabularies or {})
 
