@@ -277,6 +277,24 @@ async def test_the_units_own_fields_are_escaped_and_formatted(api: Api) -> None:
     assert '<dd class="num">١٬٢٣٤٬٥٦٧٫٢٥</dd>' in details  # Arabic digits and separators
 
 
+async def test_a_units_https_pictures_are_shown_and_allowed(api: Api) -> None:
+    """The unit's image and gallery are drawn from their hosts when https (the policy allows
+    https images, and no plain http ones); each keeps its link."""
+    unit = await api.create_unit(
+        name="Pictured",
+        unitImageUrl="https://img.example.com/front.jpg",
+        gallery=["https://img.example.com/hall.jpg", "http://plain.example.com/old.jpg"],
+    )
+    client = await sign_in(api)
+    page = await client.get(f"/console/units/{unit['id']}")
+    assert page.status_code == 200
+    policy = page.headers["content-security-policy"]
+    assert "img-src 'self' data: https:;" in policy
+    drawn = re.findall(r'<img class="thumb" src="([^"]+)"', page.text)
+    assert drawn == ["https://img.example.com/front.jpg", "https://img.example.com/hall.jpg"]
+    assert '<a href="http://plain.example.com/old.jpg"' in page.text
+
+
 async def test_validation_messages_sit_beside_their_fields(api: Api) -> None:
     unit = await api.create_unit(name="Form")
     client = await sign_in(api)

@@ -42,7 +42,8 @@ templates = Environment(
 @cache
 def security_headers(tile_origin: str | None) -> dict[str, str]:
     """The headers of every console answer (built once per tile origin; never changed)."""
-    images = "'self' data:" + (f" {tile_origin}" if tile_origin else "")
+    # A unit's pictures are on hosts of its own (https only); map tiles on the tile server's.
+    images = "'self' data:" + (f" {tile_origin}" if tile_origin else "") + " https:"
     policy = (
         "default-src 'none'; script-src 'self'; style-src 'self'; "
         f"img-src {images}; connect-src 'self'; form-action 'self'; "
