@@ -110,6 +110,8 @@ async def rendered_page(
 
 async def rendered_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, bytes]:
     """The events at these positions (those still kept), as the API shows them."""
+    if not where:
+        return {}
     if conn.dialect.name == "postgresql":
         driver = await driver_connection(conn)
         return {pos: text.encode() for pos, text in await driver.fetch(_RENDERED_AT, where)}
@@ -119,7 +121,9 @@ async def rendered_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, 
 async def rendered_left_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, bytes]:
     """The events at these positions (those still kept), each as the event by which its unit
     left a follower's view (`render.render_left`)."""
-    return {row.pos: render_left(row) for row in await at(conn, where)} if where else {}
+    if not where:
+        return {}
+    return {row.pos: render_left(row) for row in await at(conn, where)}
 
 
 async def times_before(
