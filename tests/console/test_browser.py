@@ -14,9 +14,19 @@ import pytest
 from tests.console.conftest import Console
 
 
+# A 1x1 transparent PNG.
+PICTURE = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+
+
 @pytest.fixture
 def context(browser: Any) -> Iterator[Any]:
     opened = browser.new_context(locale="en-US")
+    # Units' pictures live on other hosts; the browser gets a small picture for each, so no
+    # page waits on (or fails to reach) a network the tests do not have.
+    opened.route("https://**/*", lambda route: route.fulfill(body=PICTURE, content_type="image/png"))
     yield opened
     opened.close()
 
@@ -133,6 +143,10 @@ def test_publish_then_only_allowed_actions_remain(page: Any, console_server: Con
         name="Ready Villa", city="Cairo", price=10, unitImageUrl="https://cdn.example.com/a.jpg"
     )
     sign_in(page, console_server, then=f"/console/units/{unit['id']}")
+    picture = page.locator('img[src="https://cdn.example.com/a.jpg"]')
+    assert picture.count() == 1
+    picture.first.wait_for()
+    assert picture.first.evaluate("image => image.complete && image.naturalWidth") == 1
     page.get_by_label("Channels (comma separated)").fill("website, app")
     page.get_by_role("button", name="Publish").click()
     page.wait_for_url(re.compile("done=publish"))
