@@ -156,6 +156,14 @@ class Api:
         created: dict[str, Any] = response.json()
         return created
 
+    async def add_channel(self, name: str, kind: str = "label", **settings: Any) -> dict[str, Any]:
+        """Create (or replace) a channel to publish to."""
+        body = {"kind": kind, "settings": settings}
+        response = await self.request("PUT", f"/api/v2/channels/{name}", json=body)
+        assert response.status_code in (200, 201), response.text
+        written: dict[str, Any] = response.json()
+        return written
+
     async def create_key(self, *scopes: str, **extra: Any) -> str:
         body = {"name": "test key", "scopes": list(scopes), **extra}
         response = await self.request("POST", "/api/v2/api-keys", json=body)

@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
 from tests.conftest import fresh_postgres
+from units_api.channels.repository import kinds as channel_kinds
 from units_api.clock import utcnow
 from units_api.db import Database, create_engine
 from units_api.filters.parser import parse_filter
@@ -121,7 +122,7 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0021"
+    assert head_revision() == "0022"
 
 
 def _row(doc: str) -> dict[str, object]:
@@ -177,3 +178,44 @@ def test_without_leave_to_create_btree_gist_there_is_no_index_by_time() -> None:
             assert found == [[head_revision()], [], ["ix_units_location"]]
         finally:
             asyncio.run(_admin(url, f'DROP OWNED BY "{role}" CASCADE', f'DROP ROLE "{role}"'))
+
+
+async def insert_published_units(url: str, channel_lists: list[list[str]]) -> None:
+    """Units as 0021 stored them, each published to the channels given, any names."""
+    db = Database(create_engine(url, 1))
+    now = utcnow()
+    async with db.transaction() as conn:
+        for names in channel_lists:
+            fields = validate_unit({"name": "Listed Villa", "type": "villa"})
+            publishing = {**new_publishing(), "status": "published", "channels": names}
+            record = UnitRecord(uuid7(), 1, now, now, fields, publishing, new_availability(now))
+            await conn.execute(
+                units.insert(), {"id": record.id, "created_at": now, **record.columns()}
+            )
+    await db.dispose()
+
+
+async def stored_channels(url: str) -> dict[str, str]:
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        found = await channel_kinds(conn)
+    await db.dispose()
+    return found
+
+
+def test_every_channel_name_already_used_becomes_a_label(empty_database: str) -> None:
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0021")
+    used = [["Website ", "app"], ["website", "app", "partner portal"], [], ["موقع"]]
+    asyncio.run(insert_published_units(empty_database, used))
+    command.upgrade(config, "head")
+    assert asyncio.run(stored_channels(empty_database)) == {
+        "website": "website",
+        "Website ": "label",
+        "app": "label",
+        "partner portal": "label",
+        "موقع": "label",
+    }
+    command.downgrade(config, "0021")
+    command.upgrade(config, "head")
+    assert asyncio.run(stored_channels(empty_database))["app"] == "label"

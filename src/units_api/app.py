@@ -21,6 +21,7 @@ from units_api.auth.access import authenticate
 from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
 from units_api.background import start_background
+from units_api.channels.router import router as channels_router
 from units_api.config import Settings
 from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
@@ -80,6 +81,7 @@ ROUTERS = (
     exports_router,
     imports_router,
     units_router,
+    channels_router,
     events_router,
     webhooks_router,
     keys_router,

@@ -27,7 +27,7 @@ from units_api import loop
 from units_api.console import sessions
 from units_api.context import AppContext
 from units_api.db import Database
-from units_api.events.recorder import record_job_event
+from units_api.events.recorder import record_event
 from units_api.events.service import prune
 from units_api.events.wakeup import Wakeup
 from units_api.http.idempotency import Idempotency
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 STOP_GRACE = 10.0
 HOUSEKEEPING_EVERY = 600.0
 # What the job runner, and each job's child process, runs jobs with.
-JOBS = JobSetup(JOB_KINDS, record_job_event)
+JOBS = JobSetup(JOB_KINDS, record_event)
 
 
 @dataclass(slots=True)

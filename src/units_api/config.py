@@ -10,6 +10,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
@@ -135,6 +136,9 @@ class Settings(BaseSettings):
     publish_requires: str = "name,type,city,price,image"
     # What a unit's null currency means wherever a price is shown with its currency.
     default_currency: str = "EGP"
+    # Channels (section 17): the public pages' own address (absolute URLs in canonical links,
+    # sitemaps, feeds); empty, each request's own scheme and host.
+    public_base_url: str = ""
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""
     vocab_price_base: str = ""
@@ -189,6 +193,18 @@ class Settings(BaseSettings):
                 hint = f"did you mean {close}?" if close else "the README lists the names"
                 raise ValueError(f"{name!r} is not image or a writable field of a unit; {hint}")
         return value
+
+    @field_validator("public_base_url")
+    @classmethod
+    def _public_base(cls, value: str) -> str:
+        if not value:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http(s) URL, e.g. https://homes.example.com")
+        if parts.query or parts.fragment:
+            raise ValueError("must have no query or fragment")
+        return value.rstrip("/")
 
     @field_validator("default_currency")
     @classmethod

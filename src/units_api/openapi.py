@@ -12,10 +12,24 @@ from pydantic.json_schema import models_json_schema
 from units_api import __version__
 from units_api.auth.access import SECURITY_SCHEME
 from units_api.auth.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPage, ApiKeyRead
+from units_api.channels.schemas import (
+    ChannelList,
+    ChannelPut,
+    ChannelRead,
+    ChannelWritten,
+    MetaCatalogSettings,
+    UnitChannel,
+    UnitChannels,
+)
 from units_api.clock import duration_text
 from units_api.config import Settings
 from units_api.events.schemas import Event, EventPage
-from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
+from units_api.events.types import (
+    CHANNEL_EVENT_TYPES,
+    EVENT_TYPES,
+    JOB_EVENT_TYPES,
+    TEST_EVENT_TYPE,
+)
 from units_api.exports.schemas import ExportCreate
 from units_api.filters import geo
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
@@ -193,6 +207,13 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     ExportCreate,
     Job,
     JobPage,
+    ChannelPut,
+    MetaCatalogSettings,
+    ChannelRead,
+    ChannelWritten,
+    ChannelList,
+    UnitChannel,
+    UnitChannels,
 )
 
 
@@ -211,6 +232,8 @@ REQUEST_BODIES: frozenset[type[BaseModel]] = frozenset(
         WebhookCreate,
         WebhookPatch,
         ExportCreate,
+        ChannelPut,
+        MetaCatalogSettings,
     }
 )
 
@@ -300,6 +323,11 @@ def _webhooks() -> dict[str, Any]:
     for name in (*EVENT_TYPES, TEST_EVENT_TYPE):
         if name in JOB_EVENT_TYPES:
             data = "`data`: the job; `unitId` and `version` are null."
+        elif name in CHANNEL_EVENT_TYPES:
+            data = (
+                "`data`: the channel as GET /api/v2/channels/{name} shows it (deleted: as it "
+                "was); `unitId` and `version` are null."
+            )
         elif name == TEST_EVENT_TYPE:
             data = "Sent by POST /api/v2/webhooks/{id}/test only; `data.webhookId`."
         else:

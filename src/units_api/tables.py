@@ -1,6 +1,7 @@
 """Every table, imported once so the metadata is complete (Alembic, tests)."""
 
 from units_api.auth.tables import api_keys
+from units_api.channels.tables import channels
 from units_api.console.tables import console_sessions
 from units_api.db import metadata
 from units_api.events.tables import events, feed_positions
@@ -11,6 +12,7 @@ from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attem
 
 __all__ = [
     "api_keys",
+    "channels",
     "console_sessions",
     "events",
     "feed_positions",

@@ -83,6 +83,7 @@ async def test_the_website_key_of_the_readme_is_told_when_a_unit_is_unpublished(
     start, key_start = await feed_end(api), await feed_end(api, key)
     unit = await api.create_unit(**READY_UNIT)
     unit_id = unit["id"]
+    await api.add_channel("app")
     await act(api, unit_id, "publish", channels=["website"])  # appears on the website
     await patch(api, unit_id, price=2400000)
     await act(api, unit_id, "unpublish")  # goes away

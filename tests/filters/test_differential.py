@@ -118,9 +118,11 @@ async def seed(api: Api) -> tuple[str, list[Document]]:
     rng = random.Random(11)
     bodies = [fake_unit(rng) for _ in range(30)] + EDGE_UNITS
     scope, ids = await create_scope(api, bodies)
-    await publish(api, ids[0], action="publish", channels=["website"])
-    await publish(api, ids[1], action="publish", channels=["Website", "mobile-app"])
-    await publish(api, ids[2], action="schedule", at=later(), channels=["partner_portal"])
+    for name in ("site", "mobile-app", "partner-portal"):
+        await api.add_channel(name)
+    await publish(api, ids[0], action="publish", channels=["site"])
+    await publish(api, ids[1], action="publish", channels=["site", "mobile-app"])
+    await publish(api, ids[2], action="schedule", at=later(), channels=["partner-portal"])
     await publish(api, ids[3], action="archive")
     await publish(api, ids[30], action="publish")
     await change_availability(api, ids[4], action="reserve", until=later())

@@ -230,7 +230,8 @@ async def test_server_fields_read_publishing_and_availability(api: Api) -> None:
     units = await Scope.create(
         api, {"web": dict(READY_UNIT), "draft": unit(), "sold": dict(READY_UNIT)}
     )
-    await publish(api, units.ids["web"], action="publish", channels=["Website", "mobile-app"])
+    await api.add_channel("mobile-app")
+    await publish(api, units.ids["web"], action="publish", channels=["website", "mobile-app"])
     await change_availability(api, units.ids["sold"], action="sell")
     web_id = units.ids["web"]
     await units.check(

@@ -127,6 +127,7 @@ async def test_readiness_rules_are_configurable(database_url: str) -> None:
 
 async def test_channels_times_and_edits_of_a_published_unit(api: Api) -> None:
     unit = await api.create_unit(**READY_UNIT)
+    await api.add_channel("app")
     first = await publish_action(api, unit["id"], {"action": "publish", "channels": ["website"]})
     published = first.json()["publishing"]
     assert published["channels"] == ["website"]

@@ -1,7 +1,8 @@
-"""Events that are not a unit's change: a job's end (`export.succeeded`, `import.failed`...).
+"""Events that are not a unit's change: a job's end (`export.succeeded`, `import.failed`...),
+a channel's change (`channel.created`...).
 
-Written in the transaction that ends the job, so the event exists exactly when the job's end
-does. Unit changes write their events through `units/changes.py`.
+Written in the transaction that ends the job or changes the channel, so the event exists
+exactly when what it tells of does. Unit changes write their events through `units/changes.py`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from units_api.clock import utcnow
 from units_api.db import EVENTS_WRITTEN
 from units_api.events.sequencer import take_positions
 from units_api.events.tables import events
-from units_api.events.types import JOB_EVENT_TYPES
+from units_api.events.types import NON_UNIT_EVENT_TYPES
 from units_api.ids import uuid7
 
 
-async def record_job_event(
+async def record_event(
     conn: AsyncConnection, event_type: str, data: bytes, actor: dict[str, Any]
 ) -> None:
-    """Write a job event (`data`: the job as the API shows it) in `conn`'s transaction."""
-    if event_type not in JOB_EVENT_TYPES:
-        raise ValueError(f"{event_type} is not a job event type")
+    """Write an event without a unit (`data`: the job or channel as the API shows it) in
+    `conn`'s transaction."""
+    if event_type not in NON_UNIT_EVENT_TYPES:
+        raise ValueError(f"{event_type} is not an event without a unit")
     values: dict[str, Any] = {
         "id": uuid7(),
         "type": event_type,

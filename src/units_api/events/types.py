@@ -23,6 +23,11 @@ UNIT_EVENT_TYPES = (
 JOB_EVENT_TYPES = tuple(
     f"{kind}.{end}" for kind in JOB_KINDS.names() for end in ("succeeded", "failed")
 )
-EVENT_TYPES = UNIT_EVENT_TYPES + JOB_EVENT_TYPES
+# A channel created, changed (its kind, settings or feed token) or deleted.
+CHANNEL_EVENT_TYPES = ("channel.created", "channel.updated", "channel.deleted")
+# Events without a unit: `unitId` and `version` null, `data` the job or channel; only in the
+# feed of a follower without a policy or filter.
+NON_UNIT_EVENT_TYPES = JOB_EVENT_TYPES + CHANNEL_EVENT_TYPES
+EVENT_TYPES = UNIT_EVENT_TYPES + NON_UNIT_EVENT_TYPES
 # Sent only by a webhook's test; never in the feed.
 TEST_EVENT_TYPE = "webhook.test"

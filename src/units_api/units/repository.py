@@ -15,6 +15,7 @@ from sqlalchemy import (
     FromClause,
     Select,
     Subquery,
+    TextClause,
     and_,
     func,
     literal,
@@ -478,3 +479,22 @@ async def outside(
     """Which of these units do not satisfy the condition (as this transaction sees them)."""
     query = select(units.c.id).where(units.c.id.in_(unit_ids), ~condition)
     return set((await conn.execute(query)).scalars())
+
+
+def _carrying(dialect: str) -> TextClause:
+    if dialect == "postgresql":
+        return text(
+            "(units.doc::jsonb -> 'publishing' -> 'channels') "
+            "@> jsonb_build_array(CAST(:channel AS text))"
+        )
+    return text(
+        "EXISTS (SELECT 1 FROM json_each(units.doc, '$.publishing.channels') AS c "
+        "WHERE c.value = :channel)"
+    )
+
+
+async def carrying_channel(conn: AsyncConnection, name: str, limit: int) -> list[uuid.UUID]:
+    """Up to `limit` units whose `publishing.channels` names `name`."""
+    condition = _carrying(conn.dialect.name).bindparams(channel=name)
+    query = select(units.c.id).where(condition).order_by(units.c.id).limit(limit)
+    return list((await conn.execute(query)).scalars())

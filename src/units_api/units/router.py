@@ -13,6 +13,8 @@ from starlette.responses import Response
 from units_api.auth.access import authorize
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
+from units_api.channels.readiness import rules_text
+from units_api.channels.repository import kinds as channel_kinds
 from units_api.config import DEFAULTS
 from units_api.context import app_context
 from units_api.db import Connection
@@ -279,7 +281,10 @@ async def bulk_update(request: Request) -> Response:
     "unpublish, archive. Unpublished: publish, schedule, archive. Archived: restore (to "
     "draft). Anything else is a 409 listing `allowedActions`. publish and schedule need a "
     f"ready unit (by default: {publishing.readiness_text(DEFAULTS.readiness)}; "
-    "`UNITS_API_PUBLISH_REQUIRES`), else a 422 listing what is missing.",
+    "`UNITS_API_PUBLISH_REQUIRES`), else a 422 listing what is missing. `channels` are "
+    "names of channels (GET /api/v2/channels): another name is a 422 listing them. Each "
+    f"channel's kind adds its own rules ({rules_text()}); a miss is a 422 error on "
+    "`channels.<name>.<field>`.",
     responses={
         **success(200, "UnitRead", "The unit after the action", ("ETag",)),
         **problems(400, 404, 409, 412, 413, 415, 422),
@@ -292,7 +297,9 @@ async def publishing_action(id: UnitId, request: Request) -> Response:
     async def act(
         conn: AsyncConnection, unit_id: uuid.UUID, body: Any, if_match: str | None, who: Principal
     ) -> Written:
-        return await publishing.act(conn, unit_id, body, if_match, who, readiness)
+        # Held until the commit: a channel is not deleted while a unit is published to it.
+        known = await channel_kinds(conn, share=True)
+        return await publishing.act(conn, unit_id, body, if_match, who, readiness, known)
 
     return await _state_action(request, id, UNITS_PUBLISH, act)
 

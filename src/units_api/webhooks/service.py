@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import duration_text, format_time, utcnow
 from units_api.errors import Gone, InvalidParameter, NotFound, ValidationFailed
 from units_api.events import repository as events_repository
-from units_api.events.types import EVENT_TYPES, JOB_EVENT_TYPES, TEST_EVENT_TYPE
+from units_api.events.types import EVENT_TYPES, NON_UNIT_EVENT_TYPES, TEST_EVENT_TYPE
 from units_api.filters.evaluate import compile_filter
 from units_api.filters.parser import parse_filter
 from units_api.http.paging import UUID, Keyset
@@ -100,16 +100,17 @@ def _check_filter(text: str) -> None:
 
 
 def _check_unit_types(filter_text: str | None, event_types: list[str], field: str) -> None:
-    """A filter judges units: with job event types (whose events have no unit) it is refused,
-    on `field`."""
-    jobs = [name for name in event_types if name in JOB_EVENT_TYPES]
+    """A filter judges units: with job or channel event types (whose events have no unit) it
+    is refused, on `field`."""
+    jobs = [name for name in event_types if name in NON_UNIT_EVENT_TYPES]
     if filter_text is not None and jobs:
         raise ValidationFailed(
             [
                 (
                     field,
-                    "a filter judges units and job events have none: leave out the filter or "
-                    f"the job event types ({', '.join(jobs)}); a webhook without a filter "
+                    "a filter judges units and job and channel events have none: leave out "
+                    f"the filter or those event types ({', '.join(jobs)}); a webhook without "
+                    "a filter "
                     "receives them",
                 )
             ]
