@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.conftest import READY_UNIT, Api
 from tests.events.test_feed import feed_end, follow, of
-from units_api.channels import service
+from units_api.channels import readiness, service
 
 CHANNELS = "/api/v2/channels"
 UNITS = "/api/v2/units"
@@ -271,3 +271,38 @@ async def test_deleting_a_channel_takes_it_off_every_unit_with_events(api: Api) 
             ("unit.updated", True),
         ]
     assert not [e for e in seen if e["type"].startswith("channel.")]
+
+
+async def test_the_live_filter_agrees_with_a_units_standing(api: Api) -> None:
+    """The rules as a filter (what pages, sitemaps and feeds list) pick exactly the units the
+    one-unit rules call live."""
+    meta = unique("meta")
+    await api.add_channel(meta, "meta-catalog")
+    town = unique("Town")
+    bodies = [
+        {**META_READY, "city": town},
+        {**META_READY, "city": town, "unitImageUrl": None, "gallery": ["https://c.example/g.jpg"]},
+        {**META_READY, "city": town, "unitDesc": None, "unitShortDesc": "Short."},
+        {**META_READY, "city": town},
+        {**META_READY, "city": town},
+        {**META_READY, "city": town},
+    ]
+    ids = [(await api.create_unit(**body))["id"] for body in bodies]
+    for unit_id in ids[:5]:
+        published = await act(api, unit_id, action="publish", channels=["website", meta])
+        assert published.status_code == 200, published.text
+    await api.request("PATCH", f"{UNITS}/{ids[3]}", json={"price": 0, "country": None})
+    await api.request("PUT", f"{UNITS}/availability-actions/{ids[4]}", json={"action": "block"})
+    for kind, name in (("website", "website"), ("meta-catalog", meta)):
+        rule = readiness.live_filter(kind, [name])
+        listed = await api.request(
+            "GET", f"{UNITS}/", params={"p": f'{rule};city=="{town}"', "limit": 50}
+        )
+        assert listed.status_code == 200, listed.text
+        chosen = {unit["id"] for unit in listed.json()["data"]}
+        standing = set()
+        for unit_id in ids:
+            rows = (await api.request("GET", f"{UNITS}/{unit_id}/channels")).json()["data"]
+            standing |= {unit_id for row in rows if row["channel"] == name and row["live"]}
+        assert chosen == standing
+        assert chosen == set(ids[:3])

@@ -98,3 +98,36 @@ def live(kind: str, name: str, unit: Mapping[str, Any], now: datetime) -> bool:
         sold = datetime.fromisoformat(availability["changedAt"])
         return now - sold <= SOLD_KEPT
     return True
+
+
+# Each kind's rules as a unit filter (RSQL), beside `missing` (the same rules on one unit).
+_FILTER_TERMS: Final[Mapping[str, str]] = {
+    "name": "name=null=false",
+    "price": "price>0",
+    "city": "city=null=false",
+    "image": "(unitImageUrl=null=false,gallery=null=false)",
+    "unitLocation": "unitLocation=null=false",
+    "location": "location=null=false",
+    "unitDesc": "(unitDesc=null=false,unitShortDesc=null=false)",
+    "country": "country=null=false",
+}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def live_filter(kind: str, names: list[str]) -> str:
+    """The units live on any of the channels `names` (all of `kind`), as a unit filter for the
+    list's machinery: published, not blocked, on one of them, lacking nothing the kind needs.
+    (A feed's 30 days for sold units is the feed's own to apply.)"""
+    if not names:
+        raise ValueError("a live filter needs at least one channel")
+    needed = (*REQUIRED[kind], *FEED_REQUIRED.get(kind, ()))
+    terms = [
+        "status==published",
+        "availability!=blocked",
+        "channel=in=(" + ",".join(_quoted(name) for name in names) + ")",
+        *(_FILTER_TERMS[name] for name in needed),
+    ]
+    return ";".join(terms)
