@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from units_api import sample_data
 from units_api.names.builtin import BUILT_IN
-from units_api.names.service import BUILT_IN_ONLY, Names
-from units_api.names.values import FIELDS, Name, normalize
+from units_api.names.service import BUILT_IN_ONLY, CACHE_SECONDS, MAX_STORED, Names
+from units_api.names.values import FIELDS, MAX_NAME, MAX_VALUE, Name, normalize
 
 
 def test_built_in_values_are_stored_as_they_match_and_named_in_both_languages() -> None:
@@ -37,3 +39,15 @@ def test_a_value_without_a_name_is_shown_as_it_is() -> None:
     assert names.values_named("city", "مدينة  البحيرة") == ["lake town"]
     assert names.values_named("type", "VILLA") == ["villa"]
     assert ("lake town", Name("Lake Town", "مدينة البحيرة")) in names.choices("city")
+
+
+def test_the_readme_gives_the_figures_of_the_code(project_root: Path) -> None:
+    readme = (project_root / "README.md").read_text()
+    section = readme.split("### Display names", 1)[1].split("\n### ", 1)[0]
+    assert f"1 to {MAX_NAME} characters" in section
+    assert f"over {MAX_VALUE} characters" in section
+    assert f"At most {MAX_STORED:,}" in section
+    assert (
+        f"every {CACHE_SECONDS:g} seconds" in section and f"within {CACHE_SECONDS:g} s" in section
+    )
+    assert all(f"`{field}`" in section for field in FIELDS)
