@@ -175,3 +175,22 @@ async def test_only_an_admin_key_has_the_page(api: Api) -> None:
         data={"csrf": token, "field": "city", "value": "x", "en": "x", "ar": "y"},
     )
     assert posted.status_code == 403
+
+
+async def test_a_name_is_escaped_like_any_value(api: Api) -> None:
+    value = f"tower {uuid.uuid4().hex[:8]}"
+    hostile = "<img src=x> & برج"
+    put = await api.request("PUT", f"{NAMES}/type/{quote(value)}", json={"en": "T", "ar": hostile})
+    assert put.status_code == 201, put.text
+    try:
+        unit = await api.create_unit(type=value)
+        client = await sign_in(api)
+        await in_arabic(client)
+        escaped = "&lt;img src=x&gt; &amp; برج"
+        for path in ("/console/units", f"/console/units/{unit['id']}", "/console/display-names"):
+            page = await client.get(
+                path, params={"p": f"id=={unit['id']}"} if path == "/console/units" else {}
+            )
+            assert "<img src=x>" not in page.text and escaped in page.text, path
+    finally:
+        await api.request("DELETE", f"{NAMES}/type/{quote(value)}")
