@@ -40,7 +40,7 @@ Field = Annotated[
 Value = Annotated[
     str,
     Path(
-        description=f"The field's value, up to {MAX_VALUE} characters; {_MATCHING}",
+        description=f"The field's value, up to {MAX_VALUE} characters. {_MATCHING}",
         json_schema_extra={"minLength": 1, "maxLength": MAX_VALUE},
     ),
 ]

@@ -56,7 +56,7 @@ class NameKey(BaseModel):
     value: Annotated[str, AfterValidator(_value)]
 
 
-class Names(BaseModel):
+class NamePair(BaseModel):
     en: str
     ar: str
 
@@ -67,7 +67,7 @@ class DisplayNameRead(BaseModel):
     en: str
     ar: str
     builtIn: bool = Field(description="The names shown are the built-in ones (none stored).")
-    builtInNames: Names | None = Field(
+    builtInNames: NamePair | None = Field(
         description="The value's built-in names, if it has any (a stored entry overrides "
         "them; deleting it brings them back)."
     )
