@@ -18,6 +18,7 @@ from units_api.names import repository
 from units_api.names.builtin import BUILT_IN
 from units_api.names.schemas import DisplayNameWrite, NameKey
 from units_api.names.values import FIELDS, Name, normalize
+from units_api.search.normalize import normalize as search_text
 from units_api.validation import parse_model
 
 MAX_STORED = 2000  # stored entries; the list answers them all at once
@@ -131,13 +132,18 @@ class Names:
         return [(value, found) for value in sorted(values) if (found := self.name(field, value))]
 
     def values_named(self, field: str, text: str) -> list[str]:
-        """The values of `field` whose English or Arabic name is `text` (as values match)."""
-        wanted = normalize(text)
+        """The values of `field` whose English or Arabic name is `text`, compared as search
+        compares text (hamza, teh marbuta, alef maksura and marks aside)."""
+        wanted = _loosely(text)
         return [
             value
             for value, found in self.choices(field)
-            if wanted in (normalize(found.en), normalize(found.ar))
+            if wanted in (_loosely(found.en), _loosely(found.ar))
         ]
+
+
+def _loosely(text: str) -> str:
+    return " ".join(search_text(text).split())
 
 
 BUILT_IN_ONLY = Names({})
