@@ -15,7 +15,7 @@ import units_api
 
 SOURCE = Path(units_api.__file__).parent
 PACKAGE = "units_api"
-DOMAINS = ("auth", "units", "events", "webhooks", "exports", "imports", "console")
+DOMAINS = ("auth", "units", "events", "webhooks", "exports", "imports", "console", "names")
 DOMAIN_FREE = ("config", "db", "metrics", "jobs", "http", "filters", "search")
 
 

@@ -49,6 +49,8 @@ from units_api.http.redoc import add_redoc
 from units_api.http.tracing import TracingMiddleware
 from units_api.imports.router import router as imports_router
 from units_api.jobs.storage import open_storage
+from units_api.names.router import router as names_router
+from units_api.names.service import NameCache
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
@@ -85,6 +87,7 @@ ROUTERS = (
     events_router,
     webhooks_router,
     keys_router,
+    names_router,
     ops_router,
 )
 API_PREFIX = "/api/"
@@ -192,6 +195,7 @@ def create_context(settings: Settings) -> AppContext:
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
         storage=open_storage(settings.storage_url, settings.files_dir, settings.machine_name),
         jobs_wake=asyncio.Event(),
+        names=NameCache(db),
     )
 
 

@@ -12,6 +12,7 @@ from units_api.config import Settings
 from units_api.db import Database
 from units_api.http.ratelimit import Limiter
 from units_api.jobs.storage import Storage
+from units_api.names.service import NameCache
 from units_api.units.counting import CountCache
 from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
@@ -36,6 +37,8 @@ class AppContext:
     console: Sessions
     # Set when a job is queued, so this process's job loop claims it without waiting.
     jobs_wake: asyncio.Event
+    # The display names, read at most every few seconds (names/service.py).
+    names: NameCache
     # Whether the database has the index of points with their time (migration 0016), as
     # looked up once at start (units.repository.located_by_time).
     located_by_time: bool = False

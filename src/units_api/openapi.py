@@ -36,6 +36,7 @@ from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.http.docs import problem
 from units_api.job_kinds import JOB_KINDS
 from units_api.jobs.schemas import job_schemas
+from units_api.names.schemas import DisplayNameList, DisplayNameRead, DisplayNameWrite
 from units_api.search.normalize import SEARCH_FIELDS
 from units_api.units.schemas import (
     AvailabilityAction,
@@ -214,6 +215,9 @@ DOC_MODELS: tuple[type[BaseModel], ...] = (
     ChannelList,
     UnitChannel,
     UnitChannels,
+    DisplayNameWrite,
+    DisplayNameRead,
+    DisplayNameList,
 )
 
 
@@ -234,6 +238,7 @@ REQUEST_BODIES: frozenset[type[BaseModel]] = frozenset(
         ExportCreate,
         ChannelPut,
         MetaCatalogSettings,
+        DisplayNameWrite,
     }
 )
 

@@ -7,6 +7,7 @@ from units_api.db import metadata
 from units_api.events.tables import events, feed_positions
 from units_api.http.tables import idempotency_keys
 from units_api.jobs.tables import jobs
+from units_api.names.tables import display_names
 from units_api.units.tables import remembered_results, unit_history, units
 from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attempts, webhooks
 
@@ -14,6 +15,7 @@ __all__ = [
     "api_keys",
     "channels",
     "console_sessions",
+    "display_names",
     "events",
     "feed_positions",
     "idempotency_keys",

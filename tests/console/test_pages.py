@@ -242,7 +242,7 @@ async def test_the_list_and_its_map_escape_every_value(api: Api) -> None:
     assert "<img src=x>" not in page.text
     escaped = "&lt;img src=x&gt; &amp; &quot;q&quot;"
     link = f'<a href="/console/units/{unit["id"]}" dir="auto">{escaped}</a>'
-    assert f'<tr><td>{link}</td><td dir="auto">villa</td><td dir="auto">{escaped}</td>' in page.text
+    assert f'<tr><td>{link}</td><td dir="auto">Villa</td><td dir="auto">{escaped}</td>' in page.text
     assert '<td class="num">2,500,000.50</td>' in page.text
     assert '<span class="status status-draft">draft</span>' in page.text
     assert f"<title>{escaped}</title></circle></a>" in page.text  # the map's point

@@ -73,6 +73,10 @@ OPERATION_IDS = {
     ("post", "/api/v2/webhooks/{id}/deliveries/{deliveryId}/redeliver"): (
         "redeliverWebhookDelivery"
     ),
+    ("get", "/api/v2/display-names"): "listDisplayNames",
+    ("get", "/api/v2/display-names/{field}/{value}"): "getDisplayName",
+    ("put", "/api/v2/display-names/{field}/{value}"): "putDisplayName",
+    ("delete", "/api/v2/display-names/{field}/{value}"): "deleteDisplayName",
     ("get", "/healthz"): "getHealth",
     ("get", "/readyz"): "getReadiness",
     ("get", "/metrics"): "getMetrics",

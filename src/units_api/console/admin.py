@@ -1,10 +1,12 @@
 """The admin pages: webhooks (create, test ping, delivery log with every attempt, redeliver,
-rotate the secret and show the new one once, enable, disable, delete) and API keys (issue,
-show the secret once, revoke). Admin keys only, as in the API."""
+rotate the secret and show the new one once, enable, disable, delete), API keys (issue,
+show the secret once, revoke) and display names (set, override a built-in one, delete).
+Admin keys only, as in the API."""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import orjson
 from starlette.datastructures import FormData
@@ -15,9 +17,11 @@ from units_api.auth.scopes import ADMIN, ALL_SCOPES
 from units_api.console.api import Answer
 from units_api.console.web import PREFIX, Page, error_page, redirect, signed_in, text_of
 from units_api.events.types import EVENT_TYPES
+from units_api.names.values import FIELDS as NAMED_FIELDS
 
 WEBHOOKS_API = "/api/v2/webhooks"
 KEYS_API = "/api/v2/api-keys"
+NAMES_API = "/api/v2/display-names"
 DELIVERY_STATUSES = ("pending", "succeeded", "failed")
 LISTED = 100  # webhooks or keys a page lists
 
@@ -178,6 +182,69 @@ async def revoke_key(page: Page) -> Response:
     return redirect(f"{PREFIX}/keys")
 
 
+def _name_path(field: str, value: str) -> str:
+    return f"{NAMES_API}/{quote(field, safe='')}/{value}"
+
+
+async def names_page(page: Page) -> Response:
+    """Every display name (of one field, if chosen), and the form that sets one: blank, or
+    filled with an entry to edit (`?field=&value=`)."""
+    query = page.request.query_params
+    shown = query.get("show", "")
+    shown = shown if shown in NAMED_FIELDS else ""
+    values = {"field": query.get("field", "type"), "value": query.get("value", "")}
+    values.update(en="", ar="")
+    answer: Answer | None = None
+    if page.request.method == "POST":
+        form = await page.request.form()
+        values = {name: text_of(form, name) for name in ("field", "value", "en", "ar")}
+        shown = text_of(form, "show") if text_of(form, "show") in NAMED_FIELDS else ""
+        answer = await _put_name(page, values)
+        if answer.ok:
+            done = urlencode({"show": shown, "done": answer.data["value"]})
+            return redirect(f"{PREFIX}/display-names?{done}")
+    listed = await page.api.get(NAMES_API, {"field": shown})
+    entries = listed.data["data"] if listed.ok else []
+    if page.request.method == "GET" and values["value"]:
+        values.update(_names_of(entries, values["field"], values["value"]))
+    return page.render(
+        "names.html",
+        _status(answer) if listed.ok else min(listed.status, 503),
+        entries=entries,
+        fields=NAMED_FIELDS,
+        shown=shown,
+        values=values,
+        done=query.get("done"),
+        errors=answer.errors if answer else {},
+        problem=_problem(answer) or (None if listed.ok else listed.detail),
+    )
+
+
+async def _put_name(page: Page, values: dict[str, str]) -> Answer:
+    body = orjson.dumps({"en": values["en"], "ar": values["ar"]})
+    if not values["value"]:  # an empty last segment is no path of the API: named here
+        blank = {"field": "value", "message": page.t("must not be blank")}
+        return Answer(422, {}, b"", {"detail": "", "errors": [blank]})
+    return await page.api.send("PUT", _name_path(values["field"], values["value"]), body)
+
+
+def _names_of(entries: list[dict[str, Any]], field: str, value: str) -> dict[str, str]:
+    for entry in entries:
+        if entry["field"] == field and entry["value"] == value:
+            return {"en": entry["en"], "ar": entry["ar"]}
+    return {}
+
+
+async def delete_name(page: Page) -> Response:
+    form = await page.request.form()
+    field, value = text_of(form, "field"), text_of(form, "value")
+    answer = await page.api.call("DELETE", _name_path(field, value))
+    back = f"{PREFIX}/display-names"
+    if not answer.ok:
+        return page.render("message.html", _status(answer), message=answer.detail, back=back)
+    return redirect(f"{back}?{urlencode({'show': text_of(form, 'show'), 'done': value})}")
+
+
 ROUTES = [
     Route(f"{PREFIX}/webhooks", admin_only(webhooks_page), methods=["GET", "POST"]),
     Route(f"{PREFIX}/webhooks/{{webhook_id}}", admin_only(webhook_page), methods=["GET"]),
@@ -186,4 +253,6 @@ ROUTES = [
     ),
     Route(f"{PREFIX}/keys", admin_only(keys_page), methods=["GET", "POST"]),
     Route(f"{PREFIX}/keys/{{key_id}}/revoke", admin_only(revoke_key), methods=["POST"]),
+    Route(f"{PREFIX}/display-names", admin_only(names_page), methods=["GET", "POST"]),
+    Route(f"{PREFIX}/display-names/delete", admin_only(delete_name), methods=["POST"]),
 ]

@@ -5,6 +5,7 @@ template spends many times longer on each cell. Every value is escaped (`_text`)
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from markupsafe import Markup
@@ -12,10 +13,24 @@ from markupsafe import Markup
 from units_api.console import forms
 from units_api.console.i18n import Language
 from units_api.console.web import PREFIX, status, unit_name
+from units_api.names.service import Names
+from units_api.names.values import FIELDS as NAMED_FIELDS
 
 
-def rows(units: list[dict[str, Any]], language: Language) -> Markup:
-    """The list's rows. A field the key may not read is an empty cell."""
+def namer(names: Names, language: Language) -> Callable[[str, Any], Any]:
+    """A field's value as the page shows it: its display name in the page's language when it
+    has one (names/), any other value as it is."""
+
+    def named(field: str, value: Any) -> Any:
+        return names.display(field, value, language.code) if isinstance(value, str) else value
+
+    return named
+
+
+def rows(units: list[dict[str, Any]], language: Language, names: Names) -> Markup:
+    """The list's rows, a type and a city by their display names. A field the key may not
+    read is an empty cell."""
+    code = language.code
     written = []
     for unit in units:
         publishing = (unit.get("publishing") or {}).get("status")
@@ -23,8 +38,8 @@ def rows(units: list[dict[str, Any]], language: Language) -> Markup:
         written.append(
             f'<tr><td><a href="{PREFIX}/units/{_text(unit.get("id") or "")}" dir="auto">'
             f"{_text(unit_name(unit, language))}</a></td>"
-            f'<td dir="auto">{_text(unit.get("type") or "")}</td>'
-            f'<td dir="auto">{_text(unit.get("city") or "")}</td>'
+            f'<td dir="auto">{_text(names.display("type", unit.get("type"), code))}</td>'
+            f'<td dir="auto">{_text(names.display("city", unit.get("city"), code))}</td>'
             f'<td class="num">{_text(language.number(unit.get("price")))}</td>'
             f"<td>{status(publishing, language.t) if publishing else ''}</td>"
             f"<td>{status(availability, language.t) if availability else ''}</td>"
@@ -52,9 +67,10 @@ def marks(shown: dict[str, Any] | None, language: Language) -> Markup:
 ARABIC_FIRST = ("unitNameAr", "unitDescAr", "unitShortDescAr")
 
 
-def details(unit: dict[str, Any], language: Language, currency: str) -> Markup:
-    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value);
-    a unit without a currency shows `currency`, the server's default, marked as such."""
+def details(unit: dict[str, Any], language: Language, currency: str, names: Names) -> Markup:
+    """The unit's own fields as the items of a description list (`<dt>` label, `<dd>` value),
+    a value with a display name by that name; a unit without a currency shows `currency`,
+    the server's default, marked as such."""
     first = ARABIC_FIRST if language.code == "ar" else ()
     items = [
         _item(name, language, f'<dd dir="auto">{_text(unit.get(name) or "")}</dd>')
@@ -68,6 +84,8 @@ def details(unit: dict[str, Any], language: Language, currency: str) -> Markup:
             shown = f'<dd class="num">{_text(language.number(value))}</dd>'
         elif field.kind == "choice":
             shown = f"<dd>{_text(language.choice(value))}</dd>"
+        elif field.name in NAMED_FIELDS and isinstance(value, str):
+            shown = f'<dd dir="auto">{_text(names.display(field.name, value, language.code))}</dd>'
         elif field.name == "currency" and value is None:
             shown = f'<dd dir="ltr">{_text(currency)} ({_text(language.t("by default"))})</dd>'
         elif field.kind in ("code", "day"):
@@ -116,8 +134,9 @@ def _item(name: str, language: Language, value: str) -> str:
     return f'<dt title="{_text(name)}">{_text(language.field(name))}</dt>{value}'
 
 
-def nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, Any]]:
-    """The unit's lists of objects as tables, each with its head and its rows."""
+def nested_tables(unit: dict[str, Any], language: Language, names: Names) -> list[dict[str, Any]]:
+    """The unit's lists of objects as tables, each with its head and its rows (a value with
+    a display name by that name: a feature's type, a floor's view, a reading's service)."""
     shown = []
     for table in forms.unit_form().tables:
         items = unit.get(table.name) or []
@@ -129,7 +148,8 @@ def nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, An
             "".join(
                 "<tr>"
                 + "".join(
-                    _cell(column, item.get(column.name), language) for column in table.columns
+                    _cell(column, item.get(column.name), language, names)
+                    for column in table.columns
                 )
                 + "</tr>"
                 for item in items
@@ -153,12 +173,14 @@ def nested_tables(unit: dict[str, Any], language: Language) -> list[dict[str, An
     return shown
 
 
-def _cell(column: forms.Field, value: Any, language: Language) -> str:
+def _cell(column: forms.Field, value: Any, language: Language, names: Names) -> str:
     """One cell's HTML, its value escaped."""
     if column.kind in ("number", "whole"):
         return f'<td class="num">{_text(language.number(value))}</td>'
     if column.kind == "bool":
         return f"<td>{_text(language.number(value))}</td>"
+    if column.name in NAMED_FIELDS and isinstance(value, str):
+        return f'<td dir="auto">{_text(names.display(column.name, value, language.code))}</td>'
     return f'<td dir="auto">{_text("" if value is None else value)}</td>'
 
 

@@ -211,6 +211,20 @@ ARABIC: dict[str, str] = {
     "succeeded": "نجحت",
     "failed": "فشلت",
     "expired": "انتهت صلاحيتها",
+    "Display names": "أسماء العرض",
+    "How a value of a unit's field is shown on English and Arabic pages. A value without names is shown as it is; a built-in name may be replaced, and comes back when its replacement is deleted.": "كيف تظهر قيمة حقل الوحدة في الصفحات الإنجليزية والعربية. تظهر القيمة التي ليس لها اسم كما هي؛ ويمكن استبدال الاسم المدمج، ويعود عند حذف بديله.",
+    "Set display names": "تعيين أسماء العرض",
+    "Value": "القيمة",
+    "English name": "الاسم بالإنجليزية",
+    "Arabic name": "الاسم بالعربية",
+    "English": "الإنجليزية",
+    "Arabic": "العربية",
+    "Source": "المصدر",
+    "Built-in": "مدمج",
+    "Replaces the built-in": "يحل محل المدمج",
+    "Added": "أُضيف",
+    "Reset to built-in": "العودة إلى المدمج",
+    "must not be blank": "يجب ألا يكون فارغاً",
 }
 
 # The unit's fields as a person reads them: English, Arabic. The field's own name stays in the

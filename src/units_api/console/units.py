@@ -25,6 +25,8 @@ from units_api.console.web import (
     signed_in,
     text_of,
 )
+from units_api.names.service import Names
+from units_api.names.values import normalize
 from units_api.units.fields import SORTABLE
 from units_api.units.states import AVAILABILITY, PUBLISHING
 
@@ -45,12 +47,16 @@ def quoted(value: str) -> str:
     return f'"{escaped}"'
 
 
-def filter_of(asked: dict[str, str]) -> str:
-    """The filter builder's choices and the raw filter, joined by AND into one expression."""
+def filter_of(asked: dict[str, str], names: Names) -> str:
+    """The filter builder's choices and the raw filter, joined by AND into one expression. A
+    city or type may be given by its display name in either language: it finds the values so
+    named as well as the text itself."""
     parts: list[str] = []
     for field in ("city", "type"):
         if asked.get(field):
-            parts.append(f"{field}=={quoted(asked[field])}")
+            named = names.values_named(field, asked[field])
+            same = normalize(asked[field])
+            parts.append(_one_of(field, [asked[field], *(v for v in named if v != same)]))
     if asked.get("status"):
         parts.append(f"status=={asked['status']}")
     if asked.get("availability"):
@@ -65,6 +71,11 @@ def filter_of(asked: dict[str, str]) -> str:
     if asked.get("p"):
         parts.append(f"({asked['p']})")
     return ";".join(parts)
+
+
+def _one_of(field: str, values: list[str]) -> str:
+    tests = [f"{field}=={quoted(value)}" for value in values]
+    return tests[0] if len(tests) == 1 else f"({','.join(tests)})"
 
 
 def _asked(request: Request) -> dict[str, str]:
@@ -102,8 +113,9 @@ async def units_page(page: Page) -> Response:
         if asked["limit"].isdigit() and int(asked["limit"]) in PAGE_SIZES
         else 20
     )
+    names = await page.context.names.current()
     query = {
-        "p": filter_of(asked),
+        "p": filter_of(asked, names),
         "q": asked["q"],
         "sortBy": asked["sortBy"],
         "order": asked["order"],
@@ -131,7 +143,11 @@ async def units_page(page: Page) -> Response:
         meta=_pages(data.get("meta") or {}),
         links=links,
         problem=problem,
-        rows=cells.rows(units, page.language),
+        rows=cells.rows(units, page.language, names),
+        choices={
+            field: [found.in_language(page.language.code) for _, found in names.choices(field)]
+            for field in ("city", "type")
+        },
         map=shown,
         marks=cells.marks(shown, page.language),
         sorts=tuple(SORTABLE),
@@ -157,9 +173,10 @@ def _unit_path(unit_id: str) -> str:
 async def unit_page(page: Page) -> Response:
     unit_id = page.request.path_params["unit_id"]
     history_query = {"limit": HISTORY_SHOWN, "cursor": page.request.query_params.get("history")}
-    answer, history = await asyncio.gather(
+    answer, history, names = await asyncio.gather(
         page.api.get(_unit_path(unit_id)),
         page.api.get(f"{_unit_path(unit_id)}/history", history_query),
+        page.context.names.current(),
     )
     if not answer.ok:
         return error_page(page, answer.status)
@@ -169,8 +186,9 @@ async def unit_page(page: Page) -> Response:
         unit=unit,
         history=history.data["data"] if history.ok else [],
         older=history.data["nextCursor"] if history.ok else None,
-        details=cells.details(unit, page.language, page.context.settings.default_currency),
-        tables=cells.nested_tables(unit, page.language),
+        details=cells.details(unit, page.language, page.context.settings.default_currency, names),
+        tables=cells.nested_tables(unit, page.language, names),
+        named=cells.namer(names, page.language),
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)
         else [],
