@@ -22,6 +22,7 @@ from units_api.auth.router import router as keys_router
 from units_api.auth.service import Authenticator
 from units_api.background import start_background
 from units_api.channels.router import router as channels_router
+from units_api.channels.service import ChannelCache
 from units_api.config import Settings
 from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
@@ -62,6 +63,8 @@ from units_api.units.router import DIRECT_OPERATIONS
 from units_api.units.router import router as units_router
 from units_api.webhooks.router import router as webhooks_router
 from units_api.webhooks.sender import Sender
+from units_api.website import router as website_router_module
+from units_api.website.router import router as website_router
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ ROUTERS = (
     imports_router,
     units_router,
     channels_router,
+    website_router,
     events_router,
     webhooks_router,
     keys_router,
@@ -196,6 +200,7 @@ def create_context(settings: Settings) -> AppContext:
         storage=open_storage(settings.storage_url, settings.files_dir, settings.machine_name),
         jobs_wake=asyncio.Event(),
         names=NameCache(db),
+        channels=ChannelCache(db),
     )
 
 
@@ -272,6 +277,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         log_requests=settings.access_log,
         count_requests=settings.request_metrics,
         routes=every_route,
+        pages=website_router_module.error_page,
     )
     if tracing.on:  # outside every other layer: a span per request (tracing.py)
         app.add_middleware(

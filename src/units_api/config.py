@@ -139,6 +139,8 @@ class Settings(BaseSettings):
     # Channels (section 17): the public pages' own address (absolute URLs in canonical links,
     # sitemaps, feeds); empty, each request's own scheme and host.
     public_base_url: str = ""
+    # What one address may ask of the public pages, sitemaps and feeds.
+    public_rate_limit: str = "600/minute"
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""
     vocab_price_base: str = ""
@@ -220,7 +222,7 @@ class Settings(BaseSettings):
             raise ValueError(f"must be one of {', '.join(LOG_LEVELS)}")
         return value.upper()
 
-    @field_validator("rate_limit", "console_signin_rate")
+    @field_validator("rate_limit", "console_signin_rate", "public_rate_limit")
     @classmethod
     def _valid_rate(cls, value: str) -> str:
         parse_rate(value)

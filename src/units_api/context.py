@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
+from units_api.channels.service import ChannelCache
 from units_api.config import Settings
 from units_api.db import Database
 from units_api.http.ratelimit import Limiter
@@ -39,6 +40,8 @@ class AppContext:
     jobs_wake: asyncio.Event
     # The display names, read at most every few seconds (names/service.py).
     names: NameCache
+    # The channels, read at most every few seconds (channels/service.py).
+    channels: ChannelCache
     # Whether the database has the index of points with their time (migration 0016), as
     # looked up once at start (units.repository.located_by_time).
     located_by_time: bool = False

@@ -88,6 +88,7 @@ async def put_channel(request: Request, name: ChannelName) -> Response:
     spec = parse_model(ChannelPut, body.value)
     async with context.db.transaction() as conn:
         written, created = await service.put(conn, name, spec, public_base(request), principal)
+    context.channels.forget()
     return JSONResponse(written, status_code=201 if created else 200)
 
 
@@ -108,6 +109,7 @@ async def delete_channel(request: Request, name: ChannelName) -> Response:
     context = app_context(request)
     async with context.db.transaction() as conn:
         await service.delete_one(conn, name, public_base(request), principal)
+    context.channels.forget()
     return Response(status_code=204)
 
 

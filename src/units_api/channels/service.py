@@ -3,10 +3,14 @@ name off every unit), and a unit's standing on each of its channels."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import secrets
+import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -20,6 +24,7 @@ from units_api.channels.readiness import META_CATALOG, NAME_PATTERN, WEBSITE
 from units_api.channels.schemas import SETTINGS, TOKEN_PREFIX, ChannelPut
 from units_api.channels.tables import channels
 from units_api.clock import format_time, utcnow
+from units_api.db import Database
 from units_api.errors import Conflict, NotFound, ValidationFailed
 from units_api.events.recorder import record_event
 from units_api.http.json import load_stored
@@ -192,3 +197,46 @@ async def unit_channels(
             }
         )
     return {"data": data}
+
+
+@dataclass(frozen=True, slots=True)
+class Channel:
+    name: str
+    kind: str
+    settings: dict[str, Any]
+    updated_at: datetime
+
+
+class ChannelCache:
+    """This process's copy of the channels, for the public pages and feeds (read on every
+    page otherwise): read again when older than `seconds`, or after a change in this process
+    (`forget`); another process's change shows within `seconds`."""
+
+    def __init__(self, db: Database, seconds: float = 2.0) -> None:
+        self._db = db
+        self._seconds = seconds
+        self._channels: dict[str, Channel] | None = None
+        self._until = 0.0
+        self._lock = asyncio.Lock()
+
+    async def current(self) -> dict[str, Channel]:
+        if self._channels is not None and time.monotonic() < self._until:
+            return self._channels
+        async with self._lock:
+            if self._channels is None or time.monotonic() >= self._until:
+                async with self._db.read() as conn:
+                    rows = await repository.every(conn)
+                self._channels = {
+                    row["name"]: Channel(
+                        row["name"], row["kind"], orjson.loads(row["settings"]), row["updated_at"]
+                    )
+                    for row in rows
+                }
+                self._until = time.monotonic() + self._seconds
+            return self._channels
+
+    async def of_kind(self, kind: str) -> list[Channel]:
+        return [channel for channel in (await self.current()).values() if channel.kind == kind]
+
+    def forget(self) -> None:
+        self._channels = None

@@ -34,6 +34,13 @@ events = Table(
         sqlite_where=text("pos IS NULL"),
     ),
     Index("ix_events_type_pos", "type", "pos"),
+    # A deleted unit's last event, by its id (a public page that was live answers 410): 0024.
+    Index(
+        "ix_events_deleted_unit",
+        "unit_id",
+        postgresql_where=text("type = 'unit.deleted'"),
+        sqlite_where=text("type = 'unit.deleted'"),
+    ),
 )
 
 # head: the last position given; pruned: positions up to it are gone; webhooks: the last

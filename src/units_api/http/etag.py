@@ -33,6 +33,12 @@ def matches(header: str | None, version: int) -> bool:
     return "*" in tags or etag(version) in tags
 
 
+def matches_tag(header: str, tag: str) -> bool:
+    """Whether an If-None-Match header names `tag` (weakly, as GET compares) or is `*`."""
+    tags = _tags(header)
+    return "*" in tags or tag in tags
+
+
 def if_match(headers: Headers) -> str | None:
     """The If-Match header: absent is None; one that is not `*` or entity-tags is a 400."""
     header = headers.get("if-match")

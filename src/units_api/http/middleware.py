@@ -7,7 +7,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -50,6 +50,11 @@ def _url_too_long(scope: Scope) -> UriTooLong | None:
     )
 
 
+# The page (body, media type) a path answers an error with, when it is a page's path (a
+# public page says what went wrong in HTML, in its language), else None.
+ErrorPages = Callable[[str, int], tuple[bytes, str] | None]
+
+
 class RouteTemplates:
     """The template of the route a path falls under, for requests answered before routing (a
     rejected query, a URL too long) or that matched no route (`UNMATCHED`)."""
@@ -90,8 +95,10 @@ class RequestContextMiddleware:
         log_requests: bool = True,
         routes: Iterable[Any] = (),
         count_requests: bool = True,
+        pages: ErrorPages | None = None,
     ) -> None:
         self.app = app
+        self.pages = pages
         self.log_requests = log_requests
         self.count_requests = count_requests
         self.templates = RouteTemplates(routes)
@@ -139,7 +146,11 @@ class RequestContextMiddleware:
 
         try:
             if too_long := _url_too_long(scope):
-                await _send_problem(send_with_headers, too_long.problem(path, request_id))
+                page = self.pages(path, too_long.status) if self.pages else None
+                if page is not None:
+                    await _send_page(send_with_headers, too_long.status, page)
+                else:
+                    await _send_problem(send_with_headers, too_long.problem(path, request_id))
                 return
             await self.app(scope, receive, send_with_headers)
         except Exception:
@@ -171,6 +182,13 @@ class RequestContextMiddleware:
                 "keyId": scope["state"].get(STATE_KEY_ID),
             },
         )
+
+
+async def _send_page(send: Send, status: int, page: tuple[bytes, str]) -> None:
+    body, media_type = page
+    headers = [(b"content-type", media_type.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _send_problem(send: Send, problem: dict[str, Any]) -> None:

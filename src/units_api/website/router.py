@@ -1,0 +1,299 @@
+"""The website: listings and one page per live unit, in English and Arabic (section 17).
+
+Public: no key and no session, a per-address limit. Server-rendered HTML that works without
+JavaScript; errors are HTML pages in the page's language, never problem+json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from email.utils import format_datetime, parsedate_to_datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter
+from jinja2 import Environment, FileSystemLoader, Template, select_autoescape
+from starlette.requests import Request
+from starlette.responses import Response
+
+from units_api.channels import links
+from units_api.channels.readiness import WEBSITE
+from units_api.channels.router import public_base
+from units_api.clock import parse_time
+from units_api.context import AppContext, app_context
+from units_api.http.etag import matches_tag
+from units_api.http.rates import parse_rate
+from units_api.website import jsonld, repository, service
+from units_api.website.service import Site
+from units_api.website.words import WORDS
+
+router = APIRouter(include_in_schema=False)
+templates = Environment(
+    loader=FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=select_autoescape(default=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    auto_reload=False,
+)
+CACHE_CONTROL = "public, max-age=60, stale-while-revalidate=600"
+SECURITY = {
+    "Content-Security-Policy": "default-src 'none'; img-src https: http: data:; "
+    "style-src 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "strict-origin-when-cross-origin",
+}
+MAX_SLUG = 300
+
+
+@cache
+def _template(name: str) -> Template:
+    return templates.get_template(name)
+
+
+def _other(language: str) -> str:
+    return "en" if language == "ar" else "ar"
+
+
+async def _site(context: AppContext, request: Request, language: str) -> Site:
+    names = await context.names.current()
+    return Site(language, public_base(request), names, context.settings.default_currency)
+
+
+def _html(
+    template: str, status: int, language: str, values: dict[str, Any], headers: dict[str, str]
+) -> Response:
+    body = _template(template).render(language=language, t=WORDS[language], **values)
+    return Response(
+        body,
+        status_code=status,
+        media_type="text/html; charset=utf-8",
+        headers={**SECURITY, "Content-Language": language, **headers},
+    )
+
+
+def _message(
+    request: Request, language: str, status: int, heading: str, text: str, **headers: str
+) -> Response:
+    base = public_base(request)
+    values = {
+        "title": WORDS[language][heading],
+        "description": WORDS[language][text],
+        "heading": WORDS[language][heading],
+        "text": WORDS[language][text],
+        "home": links.listings_url(base, language),
+        "other_url": links.listings_url(base, _other(language)),
+        "other_language": _other(language),
+        "canonical": None,
+    }
+    cache_control = {"Cache-Control": "public, max-age=60"} if status in (404, 410) else {}
+    return _html("message.html", status, language, values, {**cache_control, **headers})
+
+
+async def _limited(request: Request, language: str) -> Response | None:
+    """The per-address limit of the public pages: an HTML 429 once it is passed."""
+    context = app_context(request)
+    address = request.client.host if request.client else "unknown"
+    rate = parse_rate(context.settings.public_rate_limit)
+    decision = await context.limiter.hit(f"public:{address}", rate)
+    if decision.allowed:
+        return None
+    retry = str(decision.reset)
+    return _message(request, language, 429, "too_many", "too_many_text", **{"Retry-After": retry})
+
+
+def _http_date(text: str) -> str:
+    moment = parse_time(text)
+    assert moment is not None
+    return format_datetime(moment, usegmt=True)
+
+
+def _not_modified(request: Request, tag: str, modified: str | None) -> bool:
+    """Whether the client's copy is current: If-None-Match first, else If-Modified-Since."""
+    if "if-none-match" in request.headers:
+        return matches_tag(request.headers["if-none-match"], tag)
+    since = request.headers.get("if-modified-since")
+    if since is None or modified is None:
+        return False
+    try:
+        return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
+    except (TypeError, ValueError):
+        return False
+
+
+def _cached(tag: str, modified: str | None, language: str) -> dict[str, str]:
+    headers = {"ETag": tag, "Cache-Control": CACHE_CONTROL, "Vary": "Accept-Encoding"}
+    if modified:
+        headers["Last-Modified"] = modified
+    return headers
+
+
+async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "") -> Response:
+    if refused := await _limited(request, language):
+        return refused
+    try:
+        unit_id = uuid.UUID(raw_id)
+    except ValueError:
+        return _message(request, language, 404, "not_found", "not_found_text")
+    if len(slug) > MAX_SLUG:
+        return _message(request, language, 404, "not_found", "not_found_text")
+    context = app_context(request)
+    websites = await context.channels.of_kind(WEBSITE)
+    async with context.db.fast_read() as conn:
+        unit = await service.read_unit(conn, unit_id)
+    found = service.standing(unit, websites)
+    if unit is None:
+        async with context.db.read() as conn:
+            was = await repository.deleted_unit(conn, unit_id)
+        found = "gone" if was is not None and was["publishing"]["publishedAt"] else "never"
+    if found == "never":
+        return _message(request, language, 404, "not_found", "not_found_text")
+    if found == "gone":
+        return _message(request, language, 410, "gone", "gone_text")
+    assert unit is not None
+    site = await _site(context, request, language)
+    seed = f"{unit_id}:{unit['version']}:{language}:{site.base}"
+    tag = '"' + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest() + '"'
+    modified = _http_date(unit["updatedAt"])
+    headers = _cached(tag, modified, language)
+    if _not_modified(request, tag, modified):
+        return Response(status_code=304, headers=headers)
+    page = site.page(unit)
+    description = (page["short"] or page["description"] or "")[:155] or " · ".join(
+        part for part in (page["price"], page["type"], page["city"]) if part
+    )
+    values = {
+        "title": f"{page['name']} · {page['city']}",
+        "description": description,
+        "canonical": page["url"],
+        "alternates": page["urls"],
+        "home": links.listings_url(site.base, language),
+        "other_url": page["urls"][_other(language)],
+        "other_language": _other(language),
+        "unit": page,
+        "jsonld": jsonld.script_text(jsonld.listing(unit, page)),
+    }
+    return _html("listing.html", 200, language, values, headers)
+
+
+async def _listings(request: Request, language: str) -> Response:
+    if refused := await _limited(request, language):
+        return refused
+    try:
+        search = service.parse_search(dict(request.query_params))
+    except service.BadSearch as bad:
+        response = _message(request, language, 400, "bad_request", "bad_request_text")
+        response.headers["X-Problem"] = str(bad)
+        return response
+    context = app_context(request)
+    websites = await context.channels.of_kind(WEBSITE)
+    site = await _site(context, request, language)
+    units, total = await service.find(context, search, websites, site.names, request.url)
+    pages = max(1, -(-total // service.PAGE_SIZE))
+    if search.page > pages:
+        return _message(request, language, 404, "not_found", "not_found_text")
+    home = links.listings_url(site.base, language)
+    query = search.query()
+
+    def page_url(number: int) -> str:
+        wanted = {**query, **({"page": str(number)} if number > 1 else {})}
+        return home + ("?" + urlencode(wanted) if wanted else "")
+
+    canonical = page_url(search.page)
+    values = {
+        "title": WORDS[language]["listings"],
+        "description": WORDS[language]["listings_description"],
+        "canonical": canonical,
+        "alternates": {
+            code: links.listings_url(site.base, code)
+            + (canonical[len(home) :] if canonical.startswith(home) else "")
+            for code in links.LANGUAGES
+        },
+        "home": home,
+        "other_url": links.listings_url(site.base, _other(language)) + canonical[len(home) :],
+        "other_language": _other(language),
+        "search": search,
+        "cards": [site.card(unit) for unit in units],
+        "total": total,
+        "pages": pages,
+        "previous_url": page_url(search.page - 1) if search.page > 1 else None,
+        "next_url": page_url(search.page + 1) if search.page < pages else None,
+        "cities": [
+            (value, name.in_language(language)) for value, name in site.names.choices("city")
+        ],
+        "types": [
+            (value, name.in_language(language)) for value, name in site.names.choices("type")
+        ],
+    }
+    body = _template("listings.html").render(language=language, t=WORDS[language], **values)
+    tag = '"' + hashlib.blake2b(body.encode(), digest_size=12).hexdigest() + '"'
+    latest = max((unit["updatedAt"] for unit in units), default=None)
+    modified = _http_date(latest) if latest else None
+    headers = _cached(tag, modified, language)
+    if _not_modified(request, tag, modified):
+        return Response(status_code=304, headers=headers)
+    return Response(
+        body,
+        media_type="text/html; charset=utf-8",
+        headers={**SECURITY, "Content-Language": language, **headers},
+    )
+
+
+@router.get("/listings")
+async def listings_en(request: Request) -> Response:
+    return await _listings(request, "en")
+
+
+@router.get("/ar/listings")
+async def listings_ar(request: Request) -> Response:
+    return await _listings(request, "ar")
+
+
+@router.get("/listings/{unit_id}")
+async def listing_en(request: Request, unit_id: str) -> Response:
+    return await _unit_page(request, "en", unit_id)
+
+
+@router.get("/listings/{unit_id}/{slug:path}")
+async def listing_en_slug(request: Request, unit_id: str, slug: str) -> Response:
+    return await _unit_page(request, "en", unit_id, slug)
+
+
+@router.get("/ar/listings/{unit_id}")
+async def listing_ar(request: Request, unit_id: str) -> Response:
+    return await _unit_page(request, "ar", unit_id)
+
+
+@router.get("/ar/listings/{unit_id}/{slug:path}")
+async def listing_ar_slug(request: Request, unit_id: str, slug: str) -> Response:
+    return await _unit_page(request, "ar", unit_id, slug)
+
+
+def error_page(path: str, status: int) -> tuple[bytes, str] | None:
+    """The HTML page a public path answers an error with before it is routed (a URL too long),
+    in the path's language; None for any other path."""
+    if path.startswith("/ar/listings"):
+        language = "ar"
+    elif path.startswith("/listings"):
+        language = "en"
+    else:
+        return None
+    words = WORDS[language]
+    heading, text = (
+        ("not_found", "not_found_text") if status == 404 else ("bad_request", "too_long")
+    )
+    body = _template("message.html").render(
+        language=language,
+        t=words,
+        title=words[heading],
+        description=words[text],
+        heading=words[heading],
+        text=words[text],
+        home=links.LISTINGS[language],
+        other_url=links.LISTINGS[_other(language)],
+        other_language=_other(language),
+        canonical=None,
+    )
+    return body.encode(), "text/html; charset=utf-8"
