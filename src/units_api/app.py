@@ -51,6 +51,7 @@ from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
+from units_api.redis_link import RedisLink
 from units_api.scrape import watch_pools
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
@@ -178,15 +179,17 @@ def create_context(settings: Settings) -> AppContext:
         settings.db_parallel_workers,
     )
     authenticator = Authenticator(db, settings.auth_cache_seconds)
+    redis = RedisLink(settings.redis_url) if settings.redis_url else None
     return AppContext(
         settings=settings,
         db=db,
-        limiter=create_limiter(settings.redis_url),
+        redis=redis,
+        limiter=create_limiter(redis),
         authenticator=authenticator,
         console=Sessions(db, authenticator, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
-        results=create_result_cache(db, settings.result_cache_bytes, settings.redis_url),
+        results=create_result_cache(db, settings.result_cache_bytes, redis),
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
         storage=open_storage(settings.storage_url, settings.files_dir, settings.machine_name),
         jobs_wake=asyncio.Event(),
@@ -219,8 +222,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics.process_ended()
             tracing.flush()
             await context.sender.close()
-            await context.limiter.close()
-            await context.results.close()
+            await context.close_shared()
             await context.db.dispose()
 
     # Swagger UI and ReDoc from the files fastapi-offline ships (ReDoc through http/redoc.py,

@@ -222,8 +222,7 @@ def worker(
         finally:
             await background.close()
             await context.sender.close()
-            await context.limiter.close()
-            await context.results.close()
+            await context.close_shared()
             await context.db.dispose()
 
     with contextlib.suppress(KeyboardInterrupt):
