@@ -35,6 +35,8 @@ from units_api.errors import (
     MethodNotAllowed,
     NotFound,
     ServiceUnavailable,
+    StorageFull,
+    StorageUnavailable,
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
@@ -165,7 +167,26 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
 
 
+# SQLite's words for a database file that cannot grow or be written (sqlite3 reports both as
+# OperationalError): storage problems, not an unreachable database.
+_SQLITE_STORAGE = {"database or disk is full": StorageFull, "disk I/O error": StorageUnavailable}
+
+
+def _database_storage(exc: Exception) -> ApiError | None:
+    message = str(getattr(exc, "orig", None) or exc)
+    for words, problem in _SQLITE_STORAGE.items():
+        if words in message:
+            return problem(
+                f"The database could not be written: {words}. Nothing was changed; try again "
+                "once the disk has room or works again."
+            )
+    return None
+
+
 async def _database_error(request: Request, exc: Exception) -> Response:
+    if (storage := _database_storage(exc)) is not None:
+        log.warning("database not written", extra={"error": storage.detail})
+        return problem_response(request, storage)
     log.warning("database unavailable", exc_info=exc)
     error = ServiceUnavailable(
         "The database is busy or unreachable; retry shortly.", headers={"Retry-After": "1"}

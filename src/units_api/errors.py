@@ -208,6 +208,17 @@ def kept_elsewhere(what: str, machine: str, this_machine: str) -> str:
     )
 
 
+class StorageUnavailable(ApiError):
+    """Where files (or SQLite's database) are kept cannot take what is written (failing,
+    read-only, out of reach): 507, worth trying again once the store works again."""
+
+    status, code, title = 507, "storage-unavailable", "Storage cannot be written"
+
+
+class StorageFull(StorageUnavailable):
+    code, title = "storage-full", "Storage is full"
+
+
 # Texts about errors (a job's `error`, a row error's `message`, a delivery's `lastError`, and
 # the same in job events, webhook bodies and logs) are at most this many characters.
 MAX_ERROR_TEXT = 1000
