@@ -251,6 +251,16 @@ def _request_problems(paths: dict[str, Any]) -> None:
                 responses.setdefault(str(code), problem(code))
 
 
+def _storage_problems(paths: dict[str, Any]) -> None:
+    """A write that storage cannot take: SQLite's disk full or failing (and an upload the file
+    store cannot keep) is a 507."""
+    for path, operations in paths.items():
+        if path.startswith("/api/"):
+            for method, operation in operations.items():
+                if method in ("post", "put", "patch", "delete"):
+                    operation.setdefault("responses", {}).setdefault("507", problem(507))
+
+
 def _require_keys(paths: dict[str, Any]) -> None:
     for path, operations in paths.items():
         if path.startswith("/api/"):
@@ -342,6 +352,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     paths = document.get("paths", {})
     _tidy_responses(paths)
     _request_problems(paths)
+    _storage_problems(paths)
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
     _require_keys(document["paths"])
     components = document.setdefault("components", {})

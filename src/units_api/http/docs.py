@@ -29,9 +29,9 @@ _DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "Validation failed; `errors` lists every violation with its path",
     429: "Rate limit exceeded (see Retry-After)",
-    507: "Storage cannot take the write: `type` ending `/storage-full` (no space left) or "
-    "`/storage-unavailable` (the file store failing, read-only or out of reach); nothing was "
-    "kept, try again once it has room or works again",
+    507: "Storage cannot take the write (the file store; on SQLite, the database's disk): "
+    "`type` ending `/storage-full` (no space left) or `/storage-unavailable` (failing, "
+    "read-only or out of reach); nothing was kept, try again once it has room or works again",
 }
 AUTH = (401, 403, 429)
 # The most bytes a character of a query value takes in a URL: four of UTF-8, percent-encoded.
