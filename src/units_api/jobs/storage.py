@@ -18,6 +18,7 @@ import socket
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +27,9 @@ import anyio
 from units_api.errors import StorageFull, StorageUnavailable, bound_error
 
 CHUNK = 1024 * 1024
+OBJECT_CONNECT_SECONDS = 5  # to connect to the object store
+OBJECT_RETRIES = 3  # a failed request to the object store is tried again this many times
+OBJECT_RETRY_SECONDS = 10  # and not after this long from its first try
 PROBE_BYTES = 4096  # written by the readiness check: a file system with less is full
 # What an OSError's errno says of the store: full, or failing (a disk's I/O error, a file
 # system gone read-only, a mount gone, a folder no longer writable).
@@ -171,7 +175,8 @@ class LocalStorage:
 
     async def size(self, key: str) -> int | None:
         try:
-            return self.path(key).stat().st_size
+            with store_faults():
+                return self.path(key).stat().st_size
         except FileNotFoundError:
             return None
 
@@ -208,8 +213,20 @@ class ObjectStorage:
                 "UNITS_API_STORAGE_URL=s3://... needs the s3 extra: pip install 'units-api[s3]'"
             ) from exc
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-        options: dict[str, Any] = {"allow_http": endpoint.startswith("http://")}
-        self._store = S3Store.from_url(url, client_options=options)  # type: ignore[arg-type]
+        options: dict[str, Any] = {
+            "allow_http": endpoint.startswith("http://"),
+            "connect_timeout": timedelta(seconds=OBJECT_CONNECT_SECONDS),
+        }
+        # A store out of reach is a 507 within a bound, not after obstore's 3 minutes of retries.
+        retries: dict[str, Any] = {
+            "max_retries": OBJECT_RETRIES,
+            "retry_timeout": timedelta(seconds=OBJECT_RETRY_SECONDS),
+        }
+        self._store = S3Store.from_url(
+            url,
+            client_options=options,  # type: ignore[arg-type]
+            retry_config=retries,  # type: ignore[arg-type]
+        )
         self._local = LocalStorage(scratch_dir)
 
     def place(self) -> dict[str, str]:
