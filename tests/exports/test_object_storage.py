@@ -109,6 +109,10 @@ async def test_a_missing_object_is_a_missing_file(s3_api: Api) -> None:
     scratch.unlink(missing_ok=True)
 
 
+def files_in(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.is_file()]
+
+
 @pytest.fixture
 async def unreachable_s3_api(
     settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -139,5 +143,5 @@ async def test_an_object_store_out_of_reach_is_storage_unavailable(
     project, _ = await make_units(api, 1)
     job = await run_export(api, {"format": "csv", "filter": f"subProjectId=={project}"})
     assert job["status"] == "failed" and job["error"].startswith("storage-unavailable: ")
-    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # no partial file kept
+    assert files_in(tmp_path) == []  # no partial file kept
     assert (await api.request("GET", "/api/v2/units/")).status_code == 200
