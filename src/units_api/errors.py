@@ -110,6 +110,10 @@ class MethodNotAllowed(ApiError):
     status, code, title = 405, "method-not-allowed", "Method not allowed"
 
 
+class RequestTimeout(ApiError):
+    status, code, title = 408, "request-timeout", "The request did not arrive in time"
+
+
 class Conflict(ApiError):
     status, code, title = 409, "conflict", "Conflict"
 
