@@ -243,11 +243,12 @@ def _tidy_responses(paths: dict[str, Any]) -> None:
 
 def _request_problems(paths: dict[str, Any]) -> None:
     """What any operation may answer before its handler runs: a 400 for a query parameter
-    it does not declare (http/parameters.py), a 414 for a URL over the limit."""
+    it does not declare (http/parameters.py), a 408 for a request that arrives too slowly
+    (http/clients.py), a 414 for a URL over the limit."""
     for operations in paths.values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            for code in (400, 414):
+            for code in (400, 408, 414):
                 responses.setdefault(str(code), problem(code))
 
 
