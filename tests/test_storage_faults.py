@@ -7,18 +7,25 @@ is served, and all works again once space is freed. On SQLite, a write on a full
 from __future__ import annotations
 
 import errno
+import logging
 import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
-from tests.conftest import Api, start_api, unit_body
+from tests.conftest import Api, claim_first, start_api, unit_body
 from tests.exports.test_exports import EXPORTS, finished
+from tests.jobs.test_execution import LEASE, Lines
+from units_api.background import JOBS
 from units_api.config import Settings
 from units_api.http.json import dumps
+from units_api.jobs import queue
+from units_api.jobs.execution import run_claimed
+from units_api.jobs.work import JobContext
 from units_api.migrate import upgrade
 
 IMPORTS = "/api/v2/units/imports"
@@ -193,3 +200,34 @@ async def test_sqlite_on_a_full_disk_refuses_writes_and_keeps_every_acknowledged
             "SELECT count(*) FROM units WHERE sub_project_id = ?", (project,)
         ).fetchone()
         assert count == (len(acknowledged) + 1,)
+
+
+async def test_an_export_on_a_full_disk_fails_at_once_and_logs_no_space(
+    settings: Settings, disk: Disk
+) -> None:
+    idle = settings.model_copy(update={"run_jobs": False, "files_dir": str(disk.path)})
+    async for api in start_api(idle):
+        db = api.context.db
+        project = f"log-{uuid.uuid4().hex[:10]}"
+        assert await create(api, project) == 201
+        params = {"format": "csv", "compression": "none", "filter": f"subProjectId=={project}"}
+        async with db.transaction() as conn:
+            job_id = await queue.enqueue(conn, "export", params, max_attempts=3)
+        claim = await claim_first(api, job_id, "export")
+        disk.fill()
+        lines = Lines()
+        logger = logging.getLogger("units_api.jobs.execution")
+        logger.addHandler(lines)
+        try:
+            await run_claimed(JobContext(db, idle, api.context.storage, claim, LEASE), JOBS)
+        finally:
+            logger.removeHandler(lines)
+        async with db.read() as conn:
+            row = await queue.get(conn, job_id)
+        assert row is not None and row["status"] == "failed"  # the first of 3 attempts
+        assert row["error"].startswith("storage-full: ")
+        (line,) = [line for line in lines.lines if str(job_id) in line]
+        logged = orjson.loads(line)
+        assert logged["message"] == "job failed" and "exception" not in logged
+        assert "no space left on device" in logged["error"]
+        assert disk.leftovers(".") == ["filler"]
