@@ -1,6 +1,6 @@
 """The house's floors (CONVENTIONS.md, "Layout"): no module imports, at run time, one that
 imports it back, however far round (a lazy import inside a function counts; one under
-`TYPE_CHECKING` does not), and the ground floor (`config`, `db`, `metrics`) and the
+`TYPE_CHECKING` does not), and the ground floor (`config`, `db`, `metrics`, `redis_link`) and the
 infrastructure (`jobs/`, `http/`, `filters/`, `search/`) import no domain package."""
 
 from __future__ import annotations
@@ -15,8 +15,19 @@ import units_api
 
 SOURCE = Path(units_api.__file__).parent
 PACKAGE = "units_api"
-DOMAINS = ("auth", "units", "events", "webhooks", "exports", "imports", "console", "names")
-DOMAIN_FREE = ("config", "db", "metrics", "jobs", "http", "filters", "search")
+DOMAINS = (
+    "auth",
+    "units",
+    "events",
+    "webhooks",
+    "exports",
+    "imports",
+    "console",
+    "names",
+    "channels",
+    "website",
+)
+DOMAIN_FREE = ("config", "db", "metrics", "redis_link", "jobs", "http", "filters", "search")
 
 
 def _module_name(path: Path) -> str:

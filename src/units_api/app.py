@@ -37,6 +37,8 @@ from units_api.errors import (
     MethodNotAllowed,
     NotFound,
     ServiceUnavailable,
+    StorageFull,
+    StorageUnavailable,
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
@@ -55,6 +57,7 @@ from units_api.names.service import NameCache
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
+from units_api.redis_link import RedisLink
 from units_api.scrape import watch_pools
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
@@ -173,7 +176,26 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
 
 
+# SQLite's words for a database file that cannot grow or be written (sqlite3 reports both as
+# OperationalError): storage problems, not an unreachable database.
+_SQLITE_STORAGE = {"database or disk is full": StorageFull, "disk I/O error": StorageUnavailable}
+
+
+def _database_storage(exc: Exception) -> ApiError | None:
+    message = str(getattr(exc, "orig", None) or exc)
+    for words, problem in _SQLITE_STORAGE.items():
+        if words in message:
+            return problem(
+                f"The database could not be written: {words}. Nothing was changed; try again "
+                "once the disk has room or works again."
+            )
+    return None
+
+
 async def _database_error(request: Request, exc: Exception) -> Response:
+    if (storage := _database_storage(exc)) is not None:
+        log.warning("database not written", extra={"error": storage.detail})
+        return problem_response(request, storage)
     log.warning("database unavailable", exc_info=exc)
     error = ServiceUnavailable(
         "The database is busy or unreachable; retry shortly.", headers={"Retry-After": "1"}
@@ -187,15 +209,17 @@ def create_context(settings: Settings) -> AppContext:
         settings.db_parallel_workers,
     )
     authenticator = Authenticator(db, settings.auth_cache_seconds)
+    redis = RedisLink(settings.redis_url) if settings.redis_url else None
     return AppContext(
         settings=settings,
         db=db,
-        limiter=create_limiter(settings.redis_url),
+        redis=redis,
+        limiter=create_limiter(redis),
         authenticator=authenticator,
         console=Sessions(db, authenticator, settings.auth_cache_seconds),
         idempotency=Idempotency(db, settings.idempotency_ttl_seconds),
         counts=CountCache(settings.count_cache_size),
-        results=create_result_cache(db, settings.result_cache_bytes, settings.redis_url),
+        results=create_result_cache(db, settings.result_cache_bytes, redis),
         sender=Sender(settings.webhook_timeout_seconds, settings.webhook_allow_private),
         storage=open_storage(settings.storage_url, settings.files_dir, settings.machine_name),
         jobs_wake=asyncio.Event(),
@@ -230,8 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             metrics.process_ended()
             tracing.flush()
             await context.sender.close()
-            await context.limiter.close()
-            await context.results.close()
+            await context.close_shared()
             await context.db.dispose()
 
     # Swagger UI and ReDoc from the files fastapi-offline ships (ReDoc through http/redoc.py,

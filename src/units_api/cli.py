@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Awaitable, Callable
@@ -148,6 +149,10 @@ def _bootstrap(settings: Settings) -> None:
         sys.stdout.flush()
 
 
+def _stopped(number: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface to bind.")] = None,
@@ -156,6 +161,8 @@ def serve(
 ) -> None:
     """Serve the API (applies pending migrations first unless UNITS_API_AUTO_MIGRATE=false)."""
     import uvicorn
+
+    from units_api.http.clients import TimedHttpToolsProtocol
 
     settings = _settings(services=True)
     check_listening(
@@ -171,6 +178,10 @@ def serve(
         _bootstrap(settings)
     # Before any process imports prometheus-client: the directory its processes count in.
     prepare_directory()
+    # uvicorn drains and shuts down on SIGTERM or SIGINT, then raises the signal again: that
+    # second one is a clean end (exit 0), not a death by signal.
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, _stopped)
     uvicorn.run(
         "units_api.app:create_app",
         factory=True,
@@ -178,10 +189,11 @@ def serve(
         port=port or settings.port,
         workers=workers or settings.workers,
         loop="uvloop" if sys.platform != "win32" else "asyncio",
-        http="httptools",
+        http=TimedHttpToolsProtocol,  # deadlines for slow and idle clients
         log_config=uvicorn_config(settings.log_level),  # applied in every worker process
         access_log=False,
         server_header=False,
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
 
 
@@ -214,6 +226,11 @@ def worker(
         context = create_context(settings)
         metrics.init()
         background = start_background(context, listen=True)
+        # SIGTERM or SIGINT: the loops stop between steps, jobs and deliveries under way
+        # are given back for another process, and the command exits 0.
+        running = asyncio.get_running_loop()
+        for number in (signal.SIGTERM, signal.SIGINT):
+            running.add_signal_handler(number, background.stop.set)
         if metrics_port:
             served = serve_operations(context, settings.host, metrics_port, background.stop)
             background.tasks.append(asyncio.create_task(served))
@@ -222,8 +239,7 @@ def worker(
         finally:
             await background.close()
             await context.sender.close()
-            await context.limiter.close()
-            await context.results.close()
+            await context.close_shared()
             await context.db.dispose()
 
     with contextlib.suppress(KeyboardInterrupt):

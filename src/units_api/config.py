@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     workers: int = Field(default=1, ge=1)
     log_level: str = "INFO"
+    # A request's headers, and then its body, must arrive within this long (else 408); a
+    # connection that sends nothing is closed after it too.
+    client_timeout_seconds: float = Field(default=30.0, gt=0)
+    # SIGTERM: requests in flight are given this long to finish.
+    shutdown_grace_seconds: int = Field(default=30, ge=0)
     access_log: bool = True
     # Requests counted and timed in /metrics (the gauges read from the database stay).
     request_metrics: bool = True

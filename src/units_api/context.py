@@ -14,6 +14,7 @@ from units_api.db import Database
 from units_api.http.ratelimit import Limiter
 from units_api.jobs.storage import Storage
 from units_api.names.service import NameCache
+from units_api.redis_link import RedisLink
 from units_api.units.counting import CountCache
 from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 class AppContext:
     settings: Settings
     db: Database
+    redis: RedisLink | None
     limiter: Limiter
     authenticator: Authenticator
     idempotency: Idempotency
@@ -45,6 +47,13 @@ class AppContext:
     # Whether the database has the index of points with their time (migration 0016), as
     # looked up once at start (units.repository.located_by_time).
     located_by_time: bool = False
+
+    async def close_shared(self) -> None:
+        """Closes the rate limiter, the remembered answers and the Redis they share."""
+        await self.limiter.close()
+        await self.results.close()
+        if self.redis is not None:
+            await self.redis.close()
 
 
 def app_context(request: Request) -> AppContext:

@@ -110,6 +110,10 @@ class MethodNotAllowed(ApiError):
     status, code, title = 405, "method-not-allowed", "Method not allowed"
 
 
+class RequestTimeout(ApiError):
+    status, code, title = 408, "request-timeout", "The request did not arrive in time"
+
+
 class Conflict(ApiError):
     status, code, title = 409, "conflict", "Conflict"
 
@@ -206,6 +210,17 @@ def kept_elsewhere(what: str, machine: str, this_machine: str) -> str:
         "Machines that share a database need a file store they share too: set "
         "UNITS_API_STORAGE_URL (s3://bucket/prefix) on every one."
     )
+
+
+class StorageUnavailable(ApiError):
+    """Where files (or SQLite's database) are kept cannot take what is written (failing,
+    read-only, out of reach): 507, worth trying again once the store works again."""
+
+    status, code, title = 507, "storage-unavailable", "Storage cannot be written"
+
+
+class StorageFull(StorageUnavailable):
+    code, title = "storage-full", "Storage is full"
 
 
 # Texts about errors (a job's `error`, a row error's `message`, a delivery's `lastError`, and

@@ -143,9 +143,24 @@ class _Series:
             ("loop",),
             registry=self.registry,
         )
+        self.redis_up: Any = None  # made when Redis is first seen: absent without Redis
+
+    def set_redis_up(self, up: bool) -> None:
+        from prometheus_client import Gauge
+
+        if self.redis_up is None:
+            self.redis_up = Gauge(
+                "units_redis_up",
+                "Whether Redis answers (1) or not (0: rate limits are counted by each process "
+                "alone, answers computed); the lowest over the server's processes.",
+                multiprocess_mode="livemin",
+                registry=self.registry,
+            )
+        self.redis_up.set(int(up))
 
 
 _series: _Series | None = None
+_redis_up: bool | None = None  # what this process last saw of Redis, None without it
 _request_series: dict[tuple[str, str, int], Any] = {}
 _read_series: dict[str, Any] = {}
 
@@ -155,6 +170,8 @@ def init() -> None:
     global _series
     if _series is None:
         _series = _Series()
+        if _redis_up is not None:
+            _series.set_redis_up(_redis_up)
 
 
 def job_counting(slot: int) -> tuple[str, str] | None:
@@ -239,6 +256,14 @@ def set_pool(pool: str, checked_out: int, size: int) -> None:
     if _series is not None:
         _series.pool_checked_out.labels(pool).set(checked_out)
         _series.pool_size.labels(pool).set(size)
+
+
+def set_redis_up(up: bool) -> None:
+    """Record whether Redis answers this process now."""
+    global _redis_up
+    _redis_up = up
+    if _series is not None:
+        _series.set_redis_up(up)
 
 
 def process_ended() -> None:

@@ -271,12 +271,23 @@ def _tidy_responses(paths: dict[str, Any]) -> None:
 
 def _request_problems(paths: dict[str, Any]) -> None:
     """What any operation may answer before its handler runs: a 400 for a query parameter
-    it does not declare (http/parameters.py), a 414 for a URL over the limit."""
+    it does not declare (http/parameters.py), a 408 for a request that arrives too slowly
+    (http/clients.py), a 414 for a URL over the limit."""
     for operations in paths.values():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            for code in (400, 414):
+            for code in (400, 408, 414):
                 responses.setdefault(str(code), problem(code))
+
+
+def _storage_problems(paths: dict[str, Any]) -> None:
+    """A write that storage cannot take: SQLite's disk full or failing (and an upload the file
+    store cannot keep) is a 507."""
+    for path, operations in paths.items():
+        if path.startswith("/api/"):
+            for method, operation in operations.items():
+                if method in ("post", "put", "patch", "delete"):
+                    operation.setdefault("responses", {}).setdefault("507", problem(507))
 
 
 def _require_keys(paths: dict[str, Any]) -> None:
@@ -375,6 +386,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     paths = document.get("paths", {})
     _tidy_responses(paths)
     _request_problems(paths)
+    _storage_problems(paths)
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
     _require_keys(document["paths"])
     components = document.setdefault("components", {})

@@ -6,6 +6,7 @@ import hmac
 from asyncio import Event, create_task
 from typing import Any
 
+import anyio
 from fastapi import APIRouter, FastAPI, Request
 from sqlalchemy import text
 from starlette.responses import PlainTextResponse, Response
@@ -44,7 +45,11 @@ async def healthz() -> Response:
 @router.get(
     "/readyz",
     operation_id="getReadiness",
-    summary="Readiness: the database answers and its schema is current",
+    summary="Readiness: the database answers and its schema is current, files can be written",
+    description="503 when the database is out of reach or its schema is not the one this "
+    "server needs, or when the local files directory (UNITS_API_FILES_DIR: exports, "
+    "uploaded imports, and the files being made for an object store) cannot be written "
+    "(no space left, a read-only or failing disk): the problem names which.",
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
         503: {
@@ -64,6 +69,9 @@ async def readyz(request: Request) -> Response:
     head = head_revision()
     if revision != head:
         raise ServiceUnavailable(f"The database schema is at {revision}, expected {head}.")
+    fault = await anyio.to_thread.run_sync(context.storage.check)
+    if fault is not None:
+        raise ServiceUnavailable(f"The files directory cannot be written: {fault}")
     return JSONResponse({"status": "ready", "database": context.db.dialect, "migration": revision})
 
 

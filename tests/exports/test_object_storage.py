@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import boto3
 import pytest
@@ -106,3 +107,41 @@ async def test_a_missing_object_is_a_missing_file(s3_api: Api) -> None:
     with pytest.raises(FileNotFoundError, match=r"imports/nothing\.csv not found"):
         await storage.fetch("imports/nothing.csv", scratch)
     scratch.unlink(missing_ok=True)
+
+
+def files_in(folder: Path) -> list[Path]:
+    return [path for path in folder.rglob("*") if path.is_file()]
+
+
+@pytest.fixture
+async def unreachable_s3_api(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Api]:
+    """An object store that nothing answers at (a loopback port no one listens on)."""
+    for name, value in {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    update = {"storage_url": f"s3://{BUCKET}/jobs", "files_dir": str(tmp_path)}
+    async for api in start_api(settings.model_copy(update=update)):
+        yield api
+
+
+async def test_an_object_store_out_of_reach_is_storage_unavailable(
+    unreachable_s3_api: Api, tmp_path: Path
+) -> None:
+    api = unreachable_s3_api
+    upload = await api.request(
+        "POST", "/api/v2/units/imports", files={"file": ("units.csv", b"name,type\nA,villa\n")}
+    )
+    assert upload.status_code == 507, upload.text
+    assert upload.json()["type"].endswith("/storage-unavailable")
+    assert "object store" in upload.json()["detail"]
+    project, _ = await make_units(api, 1)
+    job = await run_export(api, {"format": "csv", "filter": f"subProjectId=={project}"})
+    assert job["status"] == "failed" and job["error"].startswith("storage-unavailable: ")
+    assert files_in(tmp_path) == []  # no partial file kept
+    assert (await api.request("GET", "/api/v2/units/")).status_code == 200

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
+from units_api.clock import duration_text
+from units_api.config import DEFAULTS
 from units_api.http.etag import ETAG_PATTERN, IF_MATCH_PATTERN
 from units_api.http.idempotency import KEY_SCHEMA, REPLAYED
 from units_api.http.middleware import MAX_URL_BYTES
@@ -21,6 +23,9 @@ _DESCRIPTIONS = {
     403: "The API key lacks the scope this operation needs",
     404: "No such resource",
     405: "Method not allowed",
+    408: "The request's headers or body did not arrive within UNITS_API_CLIENT_TIMEOUT_SECONDS "
+    f"({duration_text(DEFAULTS.client_timeout_seconds, short=True)} by default); the "
+    "connection is closed",
     409: "Conflict",
     410: "Gone",
     412: "If-Match does not match the current version",
@@ -29,6 +34,9 @@ _DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "Validation failed; `errors` lists every violation with its path",
     429: "Rate limit exceeded (see Retry-After)",
+    507: "Storage cannot take the write (the file store; on SQLite, the database's disk): "
+    "`type` ending `/storage-full` (no space left) or `/storage-unavailable` (failing, "
+    "read-only or out of reach); nothing was kept, try again once it has room or works again",
 }
 AUTH = (401, 403, 429)
 # The most bytes a character of a query value takes in a URL: four of UTF-8, percent-encoded.

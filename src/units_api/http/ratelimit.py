@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from units_api.http.rates import Rate
 from units_api.metrics import count_refusal
+from units_api.redis_link import RedisLink, Unavailable
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,27 +54,32 @@ class MemoryLimiter:
 
 
 class RedisLimiter:
-    def __init__(self, url: str) -> None:
-        from redis.asyncio import Redis
+    """Windows counted in Redis, shared by every process; while Redis is lost, each process
+    counts alone (`MemoryLimiter`) until it is back."""
 
-        self._redis = Redis.from_url(url)
+    def __init__(self, redis: RedisLink) -> None:
+        self._redis = redis
+        self._alone = MemoryLimiter()
 
     async def hit(self, key: str, rate: Rate) -> Decision:
         now = time.time()
         bucket = f"units-api:rl:{key}:{rate.window}:{int(now // rate.window)}"
-        try:
-            async with self._redis.pipeline(transaction=True) as pipe:
+
+        async def count(client: Redis) -> int:
+            async with client.pipeline(transaction=True) as pipe:
                 pipe.incr(bucket)
                 pipe.expire(bucket, rate.window + 1)
-                count, _ = await pipe.execute()
-        except Exception:  # Redis down: serve rather than refuse everyone.
-            log.warning("rate limiter unavailable; request let through", exc_info=True)
-            return Decision(True, rate.quota, rate.window)
-        return _decide(int(count), rate, now)
+                counted, _ = await pipe.execute()
+            return int(counted)
+
+        try:
+            return _decide(await self._redis.run(count), rate, now)
+        except Unavailable:
+            return await self._alone.hit(key, rate)
 
     async def close(self) -> None:
-        await self._redis.aclose()
+        await self._alone.close()
 
 
-def create_limiter(redis_url: str | None) -> Limiter:
-    return RedisLimiter(redis_url) if redis_url else MemoryLimiter()
+def create_limiter(redis: RedisLink | None) -> Limiter:
+    return RedisLimiter(redis) if redis else MemoryLimiter()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from units_api.imports.schemas import FIELDS, IMPORT_FORM, ImportForm
 from units_api.imports.service import MAX_LISTED_ERRORS
 from units_api.imports.tasks import JOB
 from units_api.jobs.router import add_job_routes, queued
+from units_api.jobs.storage import store_faults
 
 router = APIRouter(prefix="/api/v2/units/imports", tags=["imports"])
 IDEMPOTENCY_KEY = docs.idempotency_key(DEFAULTS.idempotency_ttl_seconds)
@@ -43,6 +46,18 @@ def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes
             digest.update(chunk)
             out.write(chunk)
     return head, digest.hexdigest().encode()
+
+
+@contextmanager
+def _unless_stored(scratch: Path) -> Iterator[None]:
+    """The upload's scratch file is deleted at once when it cannot be stored (the disk full
+    or failing: a 507), never left for the sweep."""
+    try:
+        with store_faults():
+            yield
+    except BaseException:
+        scratch.unlink(missing_ok=True)
+        raise
 
 
 @router.post(
@@ -71,7 +86,7 @@ def _copy(upload: UploadFile, target: Path, fields: bytes) -> tuple[bytes, bytes
     "file is a 422.",
     responses={
         **success(202, "Job", "The queued job", ("Location",)),
-        **problems(400, 413, 415, 422),
+        **problems(400, 413, 415, 422, 507),
     },
     openapi_extra={
         "parameters": [IDEMPOTENCY_KEY],
@@ -88,14 +103,16 @@ async def create_import(request: Request) -> Response:
         key = f"imports/{job_id}.{upload.format}"
         scratch = context.storage.scratch("." + upload.format)
         options = upload.options()
-        head, fingerprint = await anyio.to_thread.run_sync(_copy, upload.file, scratch, options)
+        with _unless_stored(scratch):
+            head, fingerprint = await anyio.to_thread.run_sync(_copy, upload.file, scratch, options)
     finally:
         await form.close()
     if (fault := upload.fault(head)) is not None:
         await anyio.Path(scratch).unlink(missing_ok=True)
         raise ValidationFailed([("file", fault)])
     params = upload.params(key, principal, context.storage.place())
-    await context.storage.put(key, scratch)
+    with _unless_stored(scratch):
+        await context.storage.put(key, scratch)
 
     async def operation(conn: Any) -> Response:
         await service.create(conn, job_id, params, principal)

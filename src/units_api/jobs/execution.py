@@ -43,7 +43,7 @@ from units_api.jobs import queue
 from units_api.jobs.kinds import Kinds
 from units_api.jobs.queue import FAILED, SUCCEEDED, Claim, LeaseLost
 from units_api.jobs.service import render
-from units_api.jobs.storage import Storage, open_storage
+from units_api.jobs.storage import Storage, open_storage, storage_fault
 from units_api.jobs.work import JobContext, JobFailed
 from units_api.process import settle_collector, yield_cpu
 
@@ -121,13 +121,18 @@ async def run_claimed(context: JobContext, setup: JobSetup) -> None:
             await end_job(context.db, setup, claim, FAILED, error=error, **exc.values)
         except LeaseLost:
             raise
-        except Exception:
-            log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
-            if claim.attempt >= claim.max_attempts:
-                failed = UNEXPECTED.format(n=claim.attempt)
-                await end_job(context.db, setup, claim, FAILED, error=failed)
+        except Exception as exc:
+            if (fault := storage_fault(exc)) is not None:
+                # the store is full or failing: a retry soon would fail the same way
+                error = bound_error(f"{fault.code}: {fault.detail}")
+                log.warning(
+                    "job failed",
+                    extra={"jobId": str(claim.id), "kind": claim.kind, "error": error},
+                )
+                await end_job(context.db, setup, claim, FAILED, error=error)
             else:
-                await queue.release(context.db, claim, RETRY_AFTER * claim.attempt)
+                log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
+                await _retry_or_fail(context.db, setup, claim)
         else:
             await end_job(context.db, setup, claim, SUCCEEDED, **values)
         upload = claim.params.get("upload")
@@ -135,6 +140,15 @@ async def run_claimed(context: JobContext, setup: JobSetup) -> None:
             await _discard(context.db, context.storage, claim.id, upload)
     except LeaseLost:
         log.warning("job lease lost; stopping", extra={"jobId": str(claim.id), "kind": claim.kind})
+
+
+async def _retry_or_fail(db: Database, setup: JobSetup, claim: Claim) -> None:
+    """A job that failed unexpectedly: queued again after a pause, or failed after its last
+    attempt."""
+    if claim.attempt >= claim.max_attempts:
+        await end_job(db, setup, claim, FAILED, error=UNEXPECTED.format(n=claim.attempt))
+    else:
+        await queue.release(db, claim, RETRY_AFTER * claim.attempt)
 
 
 async def _discard(db: Database, storage: Storage, job_id: uuid.UUID, key: str) -> None:

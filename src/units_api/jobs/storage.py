@@ -11,18 +11,73 @@ put (`place`), and a machine asked for a file it does not hold can name the one 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 
+from units_api.errors import StorageFull, StorageUnavailable, bound_error
+
 CHUNK = 1024 * 1024
+OBJECT_CONNECT_SECONDS = 5  # to connect to the object store
+OBJECT_RETRIES = 3  # a failed request to the object store is tried again this many times
+OBJECT_RETRY_SECONDS = 10  # and not after this long from its first try
+PROBE_BYTES = 4096  # written by the readiness check: a file system with less is full
+# What an OSError's errno says of the store: full, or failing (a disk's I/O error, a file
+# system gone read-only, a mount gone, a folder no longer writable).
+FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+FAILING = frozenset(
+    {errno.EIO, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENXIO, errno.ENODEV, errno.ESTALE}
+)
+
+
+def storage_fault(exc: BaseException | None) -> StorageUnavailable | None:
+    """The store's fault behind `exc` (itself, or what it was raised from or while handling,
+    however deep: a file write that failed under a database stream surfaces as the stream's
+    error): a 507 problem naming it, or None when the store is not at fault."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, StorageUnavailable):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in FULL | FAILING:
+            return _problem(exc)
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _problem(exc: OSError) -> StorageUnavailable:
+    reason = os.strerror(exc.errno or 0).lower()
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in FULL:
+        return StorageFull(
+            f"The file store is full: {reason}{where}. Nothing was kept; try again once "
+            "space has been freed."
+        )
+    return StorageUnavailable(
+        f"The file store cannot be written: {reason}{where}. Nothing was kept; try again "
+        "once it works again."
+    )
+
+
+@contextlib.contextmanager
+def store_faults() -> Iterator[None]:
+    """An OSError of the store's inside becomes its 507 problem (others pass unchanged)."""
+    try:
+        yield
+    except OSError as exc:
+        fault = storage_fault(exc)
+        if fault is None:
+            raise
+        raise fault from exc
 
 
 class Storage(Protocol):
@@ -48,6 +103,10 @@ class Storage(Protocol):
 
     async def delete(self, key: str) -> None:
         """Remove the file; nothing happens when there is none."""
+
+    def check(self) -> str | None:
+        """Why files cannot be made on this machine now (its files directory full, read-only
+        or failing), None when they can; blocking (a small file written and removed)."""
 
     def sweep_scratch(self, older_than: float) -> int:
         """Delete temporary files older than `older_than` seconds (left by a process that
@@ -82,15 +141,28 @@ class LocalStorage:
         return self.root / key
 
     def scratch(self, suffix: str = "") -> Path:
-        self._tmp.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(suffix=suffix, dir=self._tmp)
+        with store_faults():
+            self._tmp.mkdir(parents=True, exist_ok=True)
+            handle, name = tempfile.mkstemp(suffix=suffix, dir=self._tmp)
         os.close(handle)
         return Path(name)
 
+    def check(self) -> str | None:
+        try:
+            self._tmp.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=self._tmp, suffix=".ready") as file:
+                file.write(bytes(PROBE_BYTES))
+                file.flush()
+        except OSError as exc:
+            reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+            return f"{self.root.resolve()}: {reason}"
+        return None
+
     async def put(self, key: str, path: Path) -> None:
         target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        await anyio.to_thread.run_sync(os.replace, path, target)
+        with store_faults():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            await anyio.to_thread.run_sync(os.replace, path, target)
 
     async def fetch(self, key: str, path: Path) -> None:
         if not self.path(key).exists():
@@ -103,7 +175,8 @@ class LocalStorage:
 
     async def size(self, key: str) -> int | None:
         try:
-            return self.path(key).stat().st_size
+            with store_faults():
+                return self.path(key).stat().st_size
         except FileNotFoundError:
             return None
 
@@ -140,8 +213,20 @@ class ObjectStorage:
                 "UNITS_API_STORAGE_URL=s3://... needs the s3 extra: pip install 'units-api[s3]'"
             ) from exc
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-        options: dict[str, Any] = {"allow_http": endpoint.startswith("http://")}
-        self._store = S3Store.from_url(url, client_options=options)  # type: ignore[arg-type]
+        options: dict[str, Any] = {
+            "allow_http": endpoint.startswith("http://"),
+            "connect_timeout": timedelta(seconds=OBJECT_CONNECT_SECONDS),
+        }
+        # A store out of reach is a 507 within a bound, not after obstore's 3 minutes of retries.
+        retries: dict[str, Any] = {
+            "max_retries": OBJECT_RETRIES,
+            "retry_timeout": timedelta(seconds=OBJECT_RETRY_SECONDS),
+        }
+        self._store = S3Store.from_url(
+            url,
+            client_options=options,  # type: ignore[arg-type]
+            retry_config=retries,  # type: ignore[arg-type]
+        )
         self._local = LocalStorage(scratch_dir)
 
     def place(self) -> dict[str, str]:
@@ -150,6 +235,9 @@ class ObjectStorage:
     def scratch(self, suffix: str = "") -> Path:
         return self._local.scratch(suffix)
 
+    def check(self) -> str | None:
+        return self._local.check()
+
     def sweep_scratch(self, older_than: float) -> int:
         return self._local.sweep_scratch(older_than)
 
@@ -157,21 +245,24 @@ class ObjectStorage:
         import obstore
 
         try:
-            await obstore.put_async(self._store, key, path)
+            with _object_faults():
+                await obstore.put_async(self._store, key, path)
         finally:
             os.unlink(path)
 
     async def fetch(self, key: str, path: Path) -> None:
-        async with await anyio.open_file(path, "wb") as file:
-            async for chunk in self.read(key):
-                await file.write(chunk)
+        with store_faults():
+            async with await anyio.open_file(path, "wb") as file:
+                async for chunk in self.read(key):
+                    await file.write(chunk)
 
     async def size(self, key: str) -> int | None:
         import obstore
         from obstore.exceptions import NotFoundError
 
         try:
-            meta = await obstore.head_async(self._store, key)
+            with _object_faults():
+                meta = await obstore.head_async(self._store, key)
         except (NotFoundError, FileNotFoundError):
             return None
         return int(meta["size"])
@@ -179,16 +270,35 @@ class ObjectStorage:
     async def read(self, key: str) -> AsyncIterator[bytes]:
         import obstore
 
-        result = await obstore.get_async(self._store, key)
-        async for chunk in result.stream(min_chunk_size=CHUNK):
-            yield bytes(chunk)
+        with _object_faults():
+            result = await obstore.get_async(self._store, key)
+            async for chunk in result.stream(min_chunk_size=CHUNK):
+                yield bytes(chunk)
 
     async def delete(self, key: str) -> None:
         import obstore
         from obstore.exceptions import NotFoundError
 
-        with contextlib.suppress(NotFoundError, FileNotFoundError):
+        with contextlib.suppress(NotFoundError, FileNotFoundError), _object_faults():
             await obstore.delete_async(self._store, key)
+
+
+@contextlib.contextmanager
+def _object_faults() -> Iterator[None]:
+    """The object store's errors (out of reach, refusing, failing) as its 507 problem; a
+    missing object passes unchanged, for the caller to answer."""
+    from obstore.exceptions import BaseError, NotFoundError
+
+    try:
+        yield
+    except (NotFoundError, FileNotFoundError):
+        raise
+    except (BaseError, ConnectionError, TimeoutError) as exc:
+        reason = bound_error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, 300)
+        raise StorageUnavailable(
+            f"The object store (UNITS_API_STORAGE_URL) failed: {reason}. Nothing was kept; "
+            "try again once it works again."
+        ) from exc
 
 
 def open_storage(storage_url: str | None, files_dir: str, machine: str) -> Storage:

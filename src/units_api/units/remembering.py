@@ -7,7 +7,8 @@ of the version and a lookup. Each process keeps answers in memory (the least rec
 leave first, within a byte budget) and shares them with the other processes of every server:
 through the `remembered_results` table (one row per question, replaced when it is answered
 at a newer version), or, with UNITS_API_REDIS_URL, through Redis, so the database writes
-nothing for them (a Redis out of reach is passed over: requests compute instead of failing).
+nothing for them (a Redis out of reach is passed over, `redis_link.py`: requests compute
+instead of failing).
 Measured, reading an answer took 0.2 ms from Redis against 0.4-1 ms from the table, and
 storing one in the table is a write and a commit; but the table needs nothing but the database.
 Requests asking the same question together wait for one computation: in a process, for its
@@ -19,10 +20,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
 from units_api.db import Database
+from units_api.redis_link import RedisLink, Unavailable
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.tables import remembered_results
 
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 ANSWER_FORMAT = 1
 IDENTITY = "identity"  # the row of random bytes naming the database (migration 0009)
 KEPT_SECONDS = 24 * 3600  # a shared answer not stored again for this long is dropped
-REDIS_TIMEOUT = 0.5  # seconds, to connect and for each command
-REDIS_RESTING = 5.0  # seconds Redis is passed over after it failed
 ENTRY_OVERHEAD = 200  # bytes of memory an entry takes besides its answer
 _LOCKS = 0x756E6974  # PostgreSQL advisory lock class of computing an answer ("unit")
 _VERSION_SQL = "SELECT coalesce(sum(changes), 0) FROM unit_counters"  # CHANGE_VERSION
@@ -270,44 +269,36 @@ async def prune(db: Database, everything: bool = False) -> int:
 
 class RedisAnswers:
     """Answers in Redis under the database's identity, each kept KEPT_SECONDS. While Redis is
-    out of reach it is passed over for REDIS_RESTING seconds at a time."""
+    lost (`redis_link`) it is passed over: answers are computed and kept in this process."""
 
     in_database = False
 
-    def __init__(self, url: str) -> None:
-        from redis.asyncio import Redis
-
-        self._redis = Redis.from_url(
-            url, socket_timeout=REDIS_TIMEOUT, socket_connect_timeout=REDIS_TIMEOUT
-        )
+    def __init__(self, redis: RedisLink) -> None:
+        self._redis = redis
         self._prefix: str | None = None
-        self._resting_until = 0.0
 
     async def get(self, conn: AsyncConnection, key: str) -> Answer | None:
-        if time.monotonic() < self._resting_until:
+        if not self._redis.up:
             return None
         name = await self._name(conn, key)
         try:
-            stored = await self._redis.get(name)
-        except Exception:  # Redis down: compute rather than fail
-            self._failed()
+            stored = await self._redis.run(lambda client: client.get(name))
+        except Unavailable:
             return None
         if not isinstance(stored, bytes):
             return None
         return int.from_bytes(stored[:8], "big", signed=True), stored[8:]
 
     async def put(self, conn: AsyncConnection, key: str, answer: Answer) -> None:
-        if time.monotonic() < self._resting_until:
+        if not self._redis.up:
             return
         name = await self._name(conn, key)
         stored = answer[0].to_bytes(8, "big", signed=True) + answer[1]
-        try:
-            await self._redis.set(name, stored, ex=KEPT_SECONDS)
-        except Exception:  # Redis down: the answer stays in this process only
-            self._failed()
+        with suppress(Unavailable):
+            await self._redis.run(lambda client: client.set(name, stored, ex=KEPT_SECONDS))
 
     async def close(self) -> None:
-        await self._redis.aclose()
+        return None
 
     async def _name(self, conn: AsyncConnection, key: str) -> str:
         """Databases sharing a Redis keep apart: each has its own random identity."""
@@ -318,11 +309,7 @@ class RedisAnswers:
             self._prefix = f"units-api:answer:{identity.hex()}:"
         return self._prefix + key
 
-    def _failed(self) -> None:
-        log.warning("Redis unavailable: answers computed, not shared", exc_info=True)
-        self._resting_until = time.monotonic() + REDIS_RESTING
 
-
-def create_result_cache(db: Database, budget: int, redis_url: str | None) -> ResultCache:
-    shared: SharedAnswers = RedisAnswers(redis_url) if redis_url else TableAnswers()
+def create_result_cache(db: Database, budget: int, redis: RedisLink | None) -> ResultCache:
+    shared: SharedAnswers = RedisAnswers(redis) if redis else TableAnswers()
     return ResultCache(db, budget, shared)

@@ -245,6 +245,25 @@ async def record(conn: AsyncConnection, results: list[dict[str, Any]]) -> None:
         await conn.execute(_RECORD, results)
 
 
+async def release(
+    conn: AsyncConnection, claims: list[tuple[uuid.UUID, int]], now: datetime
+) -> None:
+    """Gives back claimed deliveries whose attempt was stopped before an answer (the process
+    is stopping): due at once for another process, the attempt not counted; each only while
+    its claim (the attempt count claimed) still holds."""
+    if claims:
+        await conn.execute(
+            update(webhook_deliveries)
+            .where(
+                webhook_deliveries.c.id == _DELIVERY_ID,
+                webhook_deliveries.c.attempts == _CLAIMED,
+                webhook_deliveries.c.status == PENDING,
+            )
+            .values(attempts=webhook_deliveries.c.attempts - 1, next_attempt_at=now),
+            [{"delivery_id": delivery, "claimed": claimed} for delivery, claimed in claims],
+        )
+
+
 async def fail_pending(conn: AsyncConnection, webhook_id: uuid.UUID, reason: str) -> None:
     await conn.execute(
         update(webhook_deliveries)

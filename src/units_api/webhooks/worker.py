@@ -141,7 +141,7 @@ class Deliverer:
         self.timing = timing
         self.capacity = capacity
         self.done = asyncio.Event()
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._in_flight: dict[asyncio.Task[None], _Job] = {}
         self._results: list[tuple[_Job, Attempt]] = []
 
     @property
@@ -157,8 +157,8 @@ class Deliverer:
         jobs = await self._claim(room)
         for job in jobs:
             task = asyncio.create_task(self._send(job))
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
+            self._in_flight[task] = job
+            task.add_done_callback(self._sent)
         return len(jobs)
 
     async def _claim(self, room: int) -> list[_Job]:
@@ -253,15 +253,28 @@ class Deliverer:
             "response": attempt.response,
         }
 
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._in_flight.pop(task, None)
+
     async def cancel(self) -> None:
-        """Stop the sends under way (their claims lapse and they are sent again), and record
-        those that finished."""
-        for task in list(self._in_flight):
+        """Stop the sends under way and give their deliveries back (due at once for another
+        process, the attempt not counted), and record those that finished."""
+        sending = dict(self._in_flight)
+        for task in sending:
             task.cancel()
-        if self._in_flight:
-            await asyncio.wait(list(self._in_flight))
+        if sending:
+            await asyncio.wait(list(sending))
+        stopped = [
+            (job.delivery_id, job.attempts) for task, job in sending.items() if task.cancelled()
+        ]
         with contextlib.suppress(Exception):
-            await asyncio.shield(self.record())
+            await asyncio.shield(self._finish(stopped))
+
+    async def _finish(self, stopped: list[tuple[uuid.UUID, int]]) -> None:
+        await self.record()
+        if stopped:
+            async with self.db.transaction() as conn:
+                await repository.release(conn, stopped, utcnow())
 
 
 def _ids(job: _Job) -> dict[str, Any]:
