@@ -38,16 +38,30 @@ def _decide(count: int, rate: Rate, now: float) -> Decision:
 
 
 class MemoryLimiter:
+    """Windows counted in this process. Keys seen once (a public page's client addresses) do
+    not pile up: every SWEEP_EVERY new keys, the windows that have ended are dropped."""
+
+    SWEEP_EVERY = 10_000
+
     def __init__(self) -> None:
-        self._windows: dict[str, tuple[int, int]] = {}
+        self._windows: dict[str, tuple[int, int, float]] = {}  # window, count, its end
+        self._new = 0
 
     async def hit(self, key: str, rate: Rate) -> Decision:
         now = time.time()
         window = int(now // rate.window)
-        start, count = self._windows.get(key, (window, 0))
+        start, count, _ = self._windows.get(key, (window, 0, 0.0))
+        if key not in self._windows:
+            self._new += 1
+            if self._new >= self.SWEEP_EVERY:
+                self._sweep(now)
         count = count + 1 if start == window else 1
-        self._windows[key] = (window, count)
+        self._windows[key] = (window, count, (window + 1) * rate.window)
         return _decide(count, rate, now)
+
+    def _sweep(self, now: float) -> None:
+        self._new = 0
+        self._windows = {k: v for k, v in self._windows.items() if v[2] > now}
 
     async def close(self) -> None:
         self._windows.clear()
