@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 from sqlalchemy import select, update
 
 from tests.conftest import Api
@@ -393,3 +394,19 @@ async def test_a_sale_leaving_the_feed_with_time_changes_its_tag(api: Api) -> No
                 assert found.last_modified > now + timedelta(days=29)
     # Within the 30 days the tag holds; once the sale has left the feed it changes.
     assert tags[0] == tags[1] != tags[2]
+
+
+async def test_every_unit_once_across_batches(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches are ranges of ids whatever the units in them (other tests' units, drafts): a
+    feed lists each of its units once, in id order, however they fall."""
+    monkeypatch.setattr(service, "BATCH", 3)
+    feed = await new_feed(api)
+    ids = []
+    for index in range(7):
+        ids.append(await feed.publish(name=f"Batch Villa {index}"))
+        await api.create_unit(**META_READY)  # a draft between them
+    for extension in ("xml", "csv"):
+        response = await feed.get(extension)
+        parse = meta_validator.parse_xml if extension == "xml" else meta_validator.parse_csv
+        listed = [listing["home_listing_id"] for listing in parse(response.content)]
+        assert listed == sorted(ids)

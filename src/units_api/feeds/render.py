@@ -22,7 +22,6 @@ _ADDRESS: Final = ("addr1", "city", "region", "country")
 _HEAD: Final = ("home_listing_id", "name", "availability")
 _TAIL: Final = ("url", "description", "num_beds", "num_baths", "property_type", "listing_type")
 _ESCAPES: Final = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
-_SPECIAL: Final = frozenset("&<>\r")
 
 
 class Format(Protocol):
@@ -39,10 +38,12 @@ class Format(Protocol):
 def escape(text: str) -> str:
     """Text as XML character data: `&`, `<` and `>` as references (so `]]>` never appears),
     and a carriage return too, which a parser would otherwise turn into a line feed."""
-    return text.translate(_ESCAPES) if not _SPECIAL.isdisjoint(text) else text
+    if "&" in text or "<" in text or ">" in text or "\r" in text:
+        return text.translate(_ESCAPES)
+    return text
 
 
-def _element(name: str, value: Any) -> str:
+def _optional(name: str, value: Any) -> str:
     if value is None:
         return ""
     text = escape(value) if isinstance(value, str) else str(value)
@@ -50,20 +51,30 @@ def _element(name: str, value: Any) -> str:
 
 
 def _xml_listing(listing: dict[str, Any]) -> str:
+    # One template per listing: a feed writes a million of them.
     address = listing["address"]
-    parts = [_element(name, listing[name]) for name in _HEAD]
-    parts.append('<address format="simple">')
-    parts.extend(
-        f'<component name="{name}">{escape(address[name])}</component>' for name in _ADDRESS
+    places = "".join(
+        f"<neighborhood>{escape(place)}</neighborhood>" for place in listing["neighborhood"]
     )
-    parts.append("</address>")
-    parts.append(_element("latitude", listing["latitude"]))
-    parts.append(_element("longitude", listing["longitude"]))
-    parts.extend(_element("neighborhood", place) for place in listing["neighborhood"])
-    parts.append(_element("price", listing["price"]))
-    parts.extend(f"<image><url>{escape(url)}</url></image>" for url in listing["image"])
-    parts.extend(_element(name, listing[name]) for name in _TAIL)
-    return "<listing>" + "".join(parts) + "</listing>\n"
+    images = "".join(f"<image><url>{escape(url)}</url></image>" for url in listing["image"])
+    return (
+        f"<listing><home_listing_id>{listing['home_listing_id']}</home_listing_id>"
+        f"<name>{escape(listing['name'])}</name>"
+        f"<availability>{listing['availability']}</availability>"
+        '<address format="simple">'
+        f'<component name="addr1">{escape(address["addr1"])}</component>'
+        f'<component name="city">{escape(address["city"])}</component>'
+        f'<component name="region">{escape(address["region"])}</component>'
+        f'<component name="country">{escape(address["country"])}</component>'
+        f"</address><latitude>{listing['latitude']}</latitude>"
+        f"<longitude>{listing['longitude']}</longitude>{places}"
+        f"<price>{listing['price']}</price>{images}<url>{escape(listing['url'])}</url>"
+        f"{_optional('description', listing['description'])}"
+        f"{_optional('num_beds', listing['num_beds'])}"
+        f"{_optional('num_baths', listing['num_baths'])}"
+        f"<property_type>{listing['property_type']}</property_type>"
+        f"<listing_type>{listing['listing_type']}</listing_type></listing>\n"
+    )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from sqlalchemy import ColumnElement, cast, func, select
+from sqlalchemy import ColumnElement, cast, func, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -43,14 +43,30 @@ def candidates(kind: str, dialect: str) -> ColumnElement[bool]:
     return unit_condition(And(kept), dialect)
 
 
+def _after(after: uuid.UUID | None) -> ColumnElement[bool]:
+    return units.c.id > after if after is not None else true()
+
+
+async def span_end(conn: AsyncConnection, after: uuid.UUID | None, size: int) -> uuid.UUID | None:
+    """The id of the `size`-th unit after `after` (in id order, whatever its state), or None
+    when fewer are left: a batch reads the units in between, so each is one range of the
+    primary key, never a walk of every unit before it."""
+    query = select(units.c.id).where(_after(after)).order_by(units.c.id)
+    found = await conn.execute(query.offset(size - 1).limit(1))
+    return found.scalar_one_or_none()
+
+
 async def batch(
-    conn: AsyncConnection, condition: ColumnElement[bool], after: uuid.UUID | None, size: int
+    conn: AsyncConnection,
+    condition: ColumnElement[bool],
+    after: uuid.UUID | None,
+    upto: uuid.UUID | None,
 ) -> list[tuple[uuid.UUID, str]]:
-    """The next `size` candidates by id, after `after`: their ids and documents."""
-    query = select(units.c.id, units.c.doc).where(condition)
-    if after is not None:
-        query = query.where(units.c.id > after)
-    rows = await conn.execute(query.order_by(units.c.id).limit(size))
+    """The candidates after `after` up to `upto` (to the end: None), by id, with documents."""
+    query = select(units.c.id, units.c.doc).where(condition, _after(after))
+    if upto is not None:
+        query = query.where(units.c.id <= upto)
+    rows = await conn.execute(query.order_by(units.c.id))
     return [(row.id, row.doc) for row in rows]
 
 

@@ -100,7 +100,10 @@ async def validators(
     return Validators(f'"{digest}-gzip"' if gzip else f'"{digest}"', modified)
 
 
-def _piece(rows: list[tuple[uuid.UUID, str]], listed: Channel, form: Format) -> str:
+Rows = list[tuple[uuid.UUID, str]]
+
+
+def _piece(rows: Rows, listed: Channel, form: Format) -> str:
     found = (listing(decode(doc), listed) for _, doc in rows)
     return form.listings(item for item in found if item is not None)
 
@@ -113,28 +116,31 @@ def _encoded(text: str, gzip: GzipStream | None) -> bytes:
 async def stream(
     db: Database, listed: Channel, form: Format, gzip: GzipStream | None
 ) -> AsyncIterator[bytes]:
-    """The feed's file in pieces: every unit live on the channel, by id, in batches of BATCH,
-    each read on a short connection of its own while the one before is written (in a thread:
-    the event loop keeps serving other requests, and deflate runs beside it)."""
+    """The feed's file in pieces: every unit live on the channel, by id, BATCH units at a
+    time, each batch read on a short connection of its own while the one before is written
+    (in a thread: the event loop keeps serving other requests, and deflate runs beside it)."""
     condition = repository.candidates(META_CATALOG, db.dialect)
 
-    async def fetch(after: uuid.UUID | None) -> list[tuple[uuid.UUID, str]]:
+    async def fetch(after: uuid.UUID | None) -> tuple[Rows, uuid.UUID | None]:
         async with db.read() as conn:
-            return await repository.batch(conn, condition, after, BATCH)
+            upto = await repository.span_end(conn, after, BATCH)
+            return await repository.batch(conn, condition, after, upto), upto
 
-    def write(rows: list[tuple[uuid.UUID, str]]) -> bytes:
+    def write(rows: Rows) -> bytes:
         return _encoded(_piece(rows, listed, form), gzip)
 
     yield _encoded(form.head(), gzip)
-    rows = await fetch(None)
-    ahead: asyncio.Task[list[tuple[uuid.UUID, str]]] | None = None
+    rows, upto = await fetch(None)
+    ahead: asyncio.Task[tuple[Rows, uuid.UUID | None]] | None = None
     try:
-        while rows:
-            if len(rows) == BATCH:
-                ahead = asyncio.create_task(fetch(rows[-1][0]))
-            if piece := await asyncio.to_thread(write, rows):
+        while True:
+            if upto is not None:
+                ahead = asyncio.create_task(fetch(upto))
+            if rows and (piece := await asyncio.to_thread(write, rows)):
                 yield piece
-            rows = await ahead if ahead is not None else []
+            if ahead is None:
+                break
+            rows, upto = await ahead
             ahead = None
     finally:
         if ahead is not None:
