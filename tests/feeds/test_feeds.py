@@ -410,3 +410,21 @@ async def test_every_unit_once_across_batches(api: Api, monkeypatch: pytest.Monk
         parse = meta_validator.parse_xml if extension == "xml" else meta_validator.parse_csv
         listed = [listing["home_listing_id"] for listing in parse(response.content)]
         assert listed == sorted(ids)
+
+
+async def test_a_stored_unit_the_feed_cannot_read_is_left_out_and_the_rest_goes_out(
+    api: Api,
+) -> None:
+    feed = await new_feed(api)
+    kept, broken = await feed.publish(), await feed.publish()
+    key = uuid.UUID(broken)
+    async with api.context.db.transaction() as conn:
+        doc = (await conn.execute(select(units.c.doc).where(units.c.id == key))).scalar_one()
+        unreadable = dumps({"id": broken, "name": "no publishing"}).decode()
+        await conn.execute(update(units).where(units.c.id == key).values(doc=unreadable))
+    try:
+        for extension in ("xml", "csv"):
+            assert set(await feed.listings(extension)) == {kept}
+    finally:  # the table is shared: other tests read every unit's document
+        async with api.context.db.transaction() as conn:
+            await conn.execute(update(units).where(units.c.id == key).values(doc=doc))

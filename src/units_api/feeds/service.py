@@ -7,12 +7,14 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
 import orjson
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -25,6 +27,8 @@ from units_api.feeds import repository
 from units_api.feeds.listings import Channel, decode, listing
 from units_api.feeds.render import Format
 from units_api.http.compression import GzipStream
+
+log = logging.getLogger(__name__)
 
 REALM = "feeds"
 CHALLENGE = f'Basic realm="{REALM}", charset="UTF-8"'
@@ -103,9 +107,21 @@ async def validators(
 Rows = list[tuple[uuid.UUID, str]]
 
 
+def _listings(rows: Rows, listed: Channel) -> Iterator[dict[str, Any]]:
+    for unit_id, doc in rows:
+        try:
+            unit = decode(doc)
+        except msgspec.ValidationError:
+            # Never a unit the service wrote; one stored by other means is left out, and the
+            # rest of the feed still goes out.
+            log.warning("a stored unit is not one a feed can read", extra={"unitId": str(unit_id)})
+            continue
+        if (found := listing(unit, listed)) is not None:
+            yield found
+
+
 def _piece(rows: Rows, listed: Channel, form: Format) -> str:
-    found = (listing(decode(doc), listed) for _, doc in rows)
-    return form.listings(item for item in found if item is not None)
+    return form.listings(_listings(rows, listed))
 
 
 def _encoded(text: str, gzip: GzipStream | None) -> bytes:
