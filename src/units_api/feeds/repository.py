@@ -49,8 +49,8 @@ def _after(after: uuid.UUID | None) -> ColumnElement[bool]:
 
 async def span_end(conn: AsyncConnection, after: uuid.UUID | None, size: int) -> uuid.UUID | None:
     """The id of the `size`-th unit after `after` (in id order, whatever its state), or None
-    when fewer are left: a batch reads the units in between, so each is one range of the
-    primary key, never a walk of every unit before it."""
+    when fewer are left: a batch reads the units in between, one range of the primary key, so
+    each read is short however few units are on the channel."""
     query = select(units.c.id).where(_after(after)).order_by(units.c.id)
     found = await conn.execute(query.offset(size - 1).limit(1))
     return found.scalar_one_or_none()
