@@ -8,6 +8,8 @@ from email.utils import format_datetime, parsedate_to_datetime
 
 from starlette.datastructures import Headers
 
+from units_api.http.etag import matches_tag
+
 
 def http_date(value: datetime) -> str:
     """An IMF-fixdate (`Sat, 28 Nov 2026 15:30:00 GMT`), to the second."""
@@ -22,17 +24,12 @@ def _parse_date(text: str) -> datetime | None:
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
-def _tags(header: str) -> set[str]:
-    return {part.strip().removeprefix("W/") for part in header.split(",") if part.strip()}
-
-
 def not_modified(headers: Headers, etag: str, last_modified: datetime) -> bool:
     """Whether the client's copy is current: If-None-Match names `etag` (or `*`; compared
     weakly), or, without If-None-Match, the representation is no newer than If-Modified-Since
     (to the second, the header's resolution). A date that cannot be read is ignored."""
     if (matching := headers.get("if-none-match")) is not None:
-        tags = _tags(matching)
-        return "*" in tags or etag.removeprefix("W/") in tags
+        return matches_tag(matching, etag)
     since = headers.get("if-modified-since")
     if since is None or (date := _parse_date(since)) is None:
         return False
