@@ -130,7 +130,8 @@ def main() -> None:
     url = args.database_url
     if not args.reuse:
         asyncio.run(recreate_database(url))
-        upgrade(url)
+    upgrade(url)  # a kept database too: the server does not migrate it
+    if not args.reuse:
         started = time.perf_counter()
         asyncio.run(seed(url, args.units))
         print(f"seeded {args.units:,} units in {time.perf_counter() - started:.0f}s", flush=True)
