@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console screenshots clean
+.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ format: $(DEV_STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-ops bench-replica bench-console
+bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-ops bench-replica bench-console bench-feeds
 
 bench-write: $(DEV_STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
@@ -79,6 +79,9 @@ bench-replica: $(DEV_STAMP)
 
 bench-console: $(DEV_STAMP)
 	$(BIN)/python bench/console.py $(CONSOLE_ARGS)
+
+bench-feeds: $(DEV_STAMP)
+	$(BIN)/python bench/feeds.py $(FEEDS_ARGS)
 
 # Every console page in English and Arabic, into docs/screenshots (needs `chromium`).
 screenshots: $(DEV_STAMP)

@@ -42,6 +42,7 @@ from units_api.errors import (
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
+from units_api.feeds.router import router as feeds_router
 from units_api.http.direct import DirectRoutes, Prefixed
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
@@ -91,6 +92,7 @@ ROUTERS = (
     units_router,
     channels_router,
     website_router,
+    feeds_router,
     events_router,
     webhooks_router,
     keys_router,

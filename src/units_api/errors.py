@@ -94,8 +94,8 @@ class InvalidHeader(BadRequest):
 class Unauthorized(ApiError):
     status, code, title = 401, "unauthorized", "Authentication required"
 
-    def __init__(self, detail: str) -> None:
-        super().__init__(detail, headers={"WWW-Authenticate": 'Bearer realm="units-api"'})
+    def __init__(self, detail: str, challenge: str = 'Bearer realm="units-api"') -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": challenge})
 
 
 class Forbidden(ApiError):

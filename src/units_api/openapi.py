@@ -31,6 +31,7 @@ from units_api.events.types import (
     TEST_EVENT_TYPE,
 )
 from units_api.exports.schemas import ExportCreate
+from units_api.feeds.router import SECURITY_SCHEME as FEED_SECURITY_SCHEME
 from units_api.filters import geo
 from units_api.filters.parser import MAX_LENGTH as MAX_FILTER_LENGTH
 from units_api.http.docs import problem
@@ -390,7 +391,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     document["paths"] = {SEED_PATHS.get(path, path): ops for path, ops in paths.items()}
     _require_keys(document["paths"])
     components = document.setdefault("components", {})
-    components["securitySchemes"] = SECURITY_SCHEME
+    components["securitySchemes"] = {**SECURITY_SCHEME, **FEED_SECURITY_SCHEME}
     schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)

@@ -43,6 +43,8 @@ OPERATION_IDS = {
     ("put", "/api/v2/channels/{name}"): "putChannel",
     ("delete", "/api/v2/channels/{name}"): "deleteChannel",
     ("post", "/api/v2/channels/{name}/rotate-token"): "rotateChannelToken",
+    ("get", "/feeds/{channel}.xml"): "getListingsFeedXml",
+    ("get", "/feeds/{channel}.csv"): "getListingsFeedCsv",
     ("post", "/api/v2/units/query"): "runUnitQuery",
     ("put", "/api/v2/units/bulk/update"): "bulkUpdateUnits",
     ("put", "/api/v2/units/publishing-actions/{id}"): "runPublishingAction",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from email.utils import format_datetime, parsedate_to_datetime
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from units_api.channels.readiness import WEBSITE
 from units_api.channels.router import public_base
 from units_api.clock import parse_time
 from units_api.context import AppContext, app_context
+from units_api.http.conditional import http_date, not_modified
 from units_api.http.etag import matches_tag
 from units_api.http.rates import parse_rate
 from units_api.website import jsonld, repository, service
@@ -104,30 +105,23 @@ async def _limited(request: Request, language: str) -> Response | None:
     return _message(request, language, 429, "too_many", "too_many_text", **{"Retry-After": retry})
 
 
-def _http_date(text: str) -> str:
-    moment = parse_time(text)
-    assert moment is not None
-    return format_datetime(moment, usegmt=True)
+def _modified(text: str | None) -> datetime | None:
+    return parse_time(text) if text else None
 
 
-def _not_modified(request: Request, tag: str, modified: str | None) -> bool:
-    """Whether the client's copy is current: If-None-Match first, else If-Modified-Since."""
-    if "if-none-match" in request.headers:
-        return matches_tag(request.headers["if-none-match"], tag)
-    since = request.headers.get("if-modified-since")
-    if since is None or modified is None:
-        return False
-    try:
-        return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
-    except (TypeError, ValueError):
-        return False
-
-
-def _cached(tag: str, modified: str | None, language: str) -> dict[str, str]:
+def _cached(tag: str, modified: datetime | None) -> dict[str, str]:
     headers = {"ETag": tag, "Cache-Control": CACHE_CONTROL, "Vary": "Accept-Encoding"}
     if modified:
-        headers["Last-Modified"] = modified
+        headers["Last-Modified"] = http_date(modified)
     return headers
+
+
+def _current(request: Request, tag: str, modified: datetime | None) -> bool:
+    """Whether the client's copy is current (a page without a time: by its tag alone)."""
+    if modified is None:
+        wanted = request.headers.get("if-none-match")
+        return wanted is not None and matches_tag(wanted, tag)
+    return not_modified(request.headers, tag, modified)
 
 
 async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "") -> Response:
@@ -156,9 +150,9 @@ async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "
     site = await _site(context, request, language)
     seed = f"{unit_id}:{unit['version']}:{language}:{site.base}"
     tag = '"' + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest() + '"'
-    modified = _http_date(unit["updatedAt"])
-    headers = _cached(tag, modified, language)
-    if _not_modified(request, tag, modified):
+    modified = _modified(unit["updatedAt"])
+    headers = _cached(tag, modified)
+    if _current(request, tag, modified):
         return Response(status_code=304, headers=headers)
     page = site.page(unit)
     description = (page["short"] or page["description"] or "")[:155] or " · ".join(
@@ -230,9 +224,9 @@ async def _listings(request: Request, language: str) -> Response:
     body = _template("listings.html").render(language=language, t=WORDS[language], **values)
     tag = '"' + hashlib.blake2b(body.encode(), digest_size=12).hexdigest() + '"'
     latest = max((unit["updatedAt"] for unit in units), default=None)
-    modified = _http_date(latest) if latest else None
-    headers = _cached(tag, modified, language)
-    if _not_modified(request, tag, modified):
+    modified = _modified(latest)
+    headers = _cached(tag, modified)
+    if _current(request, tag, modified):
         return Response(status_code=304, headers=headers)
     return Response(
         body,
