@@ -93,6 +93,22 @@ async def test_publishing_sends_the_checked_channels(api: Api) -> None:
     assert f'name="channels" value="{label}" checked>' in page.text
     assert 'name="channels" value="website" checked>' in page.text
 
+    other = await api.create_unit(**READY_UNIT)
+    put = await api.request(
+        "PUT",
+        f"/api/v2/units/publishing-actions/{other['id']}",
+        json={"action": "schedule", "at": "2030-01-01T00:00:00Z", "channels": [label]},
+        headers={"if-match": '"1"'},
+    )
+    assert put.status_code == 200, put.text
+    page = await client.get(f"/console/units/{other['id']}")
+    assert f'name="channels" value="{label}" checked>' in page.text
+    unchecked = {"csrf": csrf_of(page), "action": "publish", "version": "2", "_channels": "1"}
+    done = await client.post(f"/console/units/{other['id']}/publishing", data=unchecked)
+    assert done.status_code == 303, done.text
+    stored = (await api.request("GET", f"/api/v2/units/{other['id']}")).json()
+    assert stored["publishing"]["channels"] == []  # every box unchecked: on no channel
+
 
 async def test_a_channels_readiness_is_said_in_the_managers_words(api: Api) -> None:
     meta = unique("meta")

@@ -301,8 +301,9 @@ async def unit_action(page: Page) -> Response:
     if axis == "publishing":
         if text_of(form, "at"):
             body["at"] = _as_time(text_of(form, "at"))
+        # The form's checkboxes (`_channels` says they were offered): none checked is none.
         chosen = [str(name) for name in form.getlist("channels") if str(name)]
-        if chosen:
+        if chosen or "_channels" in form:
             body["channels"] = chosen
     elif text_of(form, "until"):
         body["until"] = _as_time(text_of(form, "until"))
