@@ -40,21 +40,32 @@ async def test_history_reads_as_sentences_in_both_languages(api: Api) -> None:
     assert reserved.status_code == 200, reserved.text
     client = await sign_in(api)
     shown = history_of((await client.get(f"/console/units/{unit['id']}")).text)
-    assert '<span title="price">Price</span>: <bdi>4,850,000 → 4,700,000 EGP</bdi>' in shown
-    assert '<span title="paymentPlans">Payment plans</span>: <bdi>— → 3 payment plans</bdi>' in (
-        shown
+    assert (
+        '<span title="price">Price</span>: <bdi dir="ltr">4,850,000 → 4,700,000 EGP</bdi>' in shown
     )
-    assert "<bdi>Draft → Published to website</bdi>" in shown
-    assert "<bdi>Available → Reserved until 2030-01-02 10:30 UTC</bdi>" in shown
+    assert (
+        '<span title="paymentPlans">Payment plans</span>: <bdi dir="ltr">— → 3 payment plans</bdi>'
+        in (shown)
+    )
+    assert (
+        '<span title="publishing">Publishing</span>: <bdi dir="ltr">Draft → Published to website'
+        in (shown)
+    )
+    assert '<bdi dir="ltr">Available → Reserved until 2030-01-02 10:30 UTC</bdi>' in shown
     assert '"planName"' not in shown  # no raw JSON
     assert "<td>Edited</td>" in shown and "<td>Published</td>" in shown
 
     client.cookies.set(LANGUAGE_COOKIE, "ar")
     shown = history_of((await client.get(f"/console/units/{unit['id']}")).text)
-    assert '<span title="price">السعر</span>: <bdi>٤٬٨٥٠٬٠٠٠ → ٤٬٧٠٠٬٠٠٠ EGP</bdi>' in shown
-    assert "<bdi>— → ٣ خطط سداد</bdi>" in shown
-    assert "<bdi>مسودة → منشورة على website</bdi>" in shown
-    assert "<bdi>متاحة → محجوزة حتى ٢٠٣٠-٠١-٠٢ ١٠:٣٠ UTC</bdi>" in shown
+    assert (
+        '<span title="price">السعر</span>: <bdi dir="rtl">٤٬٨٥٠٬٠٠٠ ← ٤٬٧٠٠٬٠٠٠ EGP</bdi>' in shown
+    )
+    assert '<bdi dir="rtl">— ← ٣ خطط سداد</bdi>' in shown
+    assert (
+        '<span title="publishing">النشر</span>: <bdi dir="rtl">مسودة ← منشورة على website</bdi>'
+        in (shown)
+    )
+    assert '<bdi dir="rtl">متاحة ← محجوزة حتى ٢٠٣٠-٠١-٠٢ ١٠:٣٠ UTC</bdi>' in shown
     assert "<td>عُدّلت</td>" in shown and "<td>منشورة</td>" in shown
 
 
@@ -65,8 +76,8 @@ async def test_money_in_a_change_of_currency_is_in_the_new_currency(api: Api) ->
     assert changed.status_code == 200, changed.text
     client = await sign_in(api)
     shown = history_of((await client.get(f"/console/units/{unit['id']}")).text)
-    assert "<bdi>1,000.5 → 2,000 SAR</bdi>" in shown
-    assert '<span title="currency">Currency</span>: <bdi>— → SAR</bdi>' in shown
+    assert '<bdi dir="ltr">1,000.5 → 2,000 SAR</bdi>' in shown
+    assert '<span title="currency">Currency</span>: <bdi dir="ltr">— → SAR</bdi>' in shown
 
 
 async def test_form_messages_are_in_a_managers_words_with_the_apis_kept(api: Api) -> None:

@@ -153,11 +153,17 @@ class Wording:
 
     def change(self, field: str, before: Any, after: Any, currency: str) -> str:
         """One change's line, HTML: its label (the field's name as its title), from → to."""
-        shown = f"{_text(self.value(field, before))} → {_text(self.value(field, after))}"
+        # From the old value to the new, in the page's direction (an arrow is not mirrored).
+        arrow = "←" if self.language.direction == "rtl" else "→"
+        shown = f"{_text(self.value(field, before))} {arrow} {_text(self.value(field, after))}"
         if field in MONEY and not (before is None and after is None):
             shown += f" {_text(currency)}"
         label = _text(self.language.field(field))
-        return f'<li><span title="{_text(field)}">{label}</span>: <bdi>{shown}</bdi></li>'
+        direction = self.language.direction
+        return (
+            f'<li><span title="{_text(field)}">{label}</span>: '
+            f'<bdi dir="{direction}">{shown}</bdi></li>'
+        )
 
     def changes(self, entry: dict[str, Any], currency: str) -> Markup:
         """An entry's changes as the items of a list, money in `currency` (the unit's then)."""

@@ -377,6 +377,8 @@ FIELD_LABELS: dict[str, tuple[str, str]] = {
     "bathrooms": ("Bathrooms", "الحمامات"),
     "completionStatus": ("Completion", "حالة الإنشاء"),
     "handoverDate": ("Handover date", "موعد التسليم"),
+    "publishing": ("Publishing", "النشر"),
+    "availability": ("Availability", "التوفر"),
 }
 
 # The values of the unit's fields that are choices: English, Arabic.
