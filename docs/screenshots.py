@@ -88,6 +88,7 @@ def pages(ids: dict[str, str]) -> list[tuple[str, str]]:
         ("webhooks", "/console/webhooks"),
         ("webhook", f"/console/webhooks/{ids['webhook']}"),
         ("keys", "/console/keys"),
+        ("channels", "/console/channels"),
     ]
 
 

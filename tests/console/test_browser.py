@@ -1,6 +1,8 @@
 """What an inventory manager does, in headless Chromium: sign in, search in Arabic, draw a box
-on the map, edit a price and meet someone else's change, publish, change many units with a
-preview, sign out; and one whole flow by keyboard alone. No page logs a console error."""
+on the map, edit a price and meet someone else's change, publish to checked channels (and read
+a channel's readiness beside the form), make a meta-catalog channel and copy its feed token,
+change many units with a preview, sign out; and one whole flow by keyboard alone. No page logs
+a console error."""
 
 from __future__ import annotations
 
@@ -150,13 +152,63 @@ def test_publish_then_only_allowed_actions_remain(page: Any, console_server: Con
     assert picture.count() == 1
     picture.first.wait_for()
     assert picture.first.evaluate("image => image.complete && image.naturalWidth") == 1
-    page.get_by_label("Channels (comma separated)").fill("website, app")
+    assert page.get_by_text("Not on any channel.").count() == 1
+    page.get_by_label("website", exact=True).check()
+    page.get_by_label("app", exact=True).check()
     page.get_by_role("button", name="Publish").click()
     page.wait_for_url(re.compile("done=publish"))
     assert page.get_by_role("status").inner_text() == "Done."
     assert page.get_by_role("button", name="Unpublish").count() == 1
     assert page.get_by_role("button", name="Restore").count() == 0
-    assert console_server.unit(unit["id"])["publishing"]["channels"] == ["website", "app"]
+    # In the order the form lists them (by name).
+    assert console_server.unit(unit["id"])["publishing"]["channels"] == ["app", "website"]
+    rows = page.locator("table.channels tbody tr")
+    assert rows.count() == 2
+    website = rows.filter(has=page.get_by_role("cell", name="website", exact=True))
+    assert website.locator("td").nth(2).inner_text() == "Yes"
+    public = f"{console_server.base}/listings/{unit['id']}"
+    assert website.get_by_role("link").get_attribute("href") == public
+
+
+def test_a_channels_readiness_is_shown_beside_the_form(page: Any, console_server: Console) -> None:
+    unit = console_server.create_unit(name="No Town", price=10)
+    sign_in(page, console_server, then=f"/console/units/{unit['id']}")
+    page.get_by_label("website", exact=True).check()
+    page.get_by_role("button", name="Publish").click()
+    alert = page.locator("#refused")
+    alert.wait_for()
+    assert "Channel website needs a city" in alert.inner_text()
+    assert "Channel website needs an image" in alert.inner_text()
+    assert console_server.unit(unit["id"])["publishing"]["status"] == "draft"
+
+
+def test_a_meta_catalog_channel_and_its_token_shown_once(
+    page: Any, console_server: Console
+) -> None:
+    name = f"meta-{uuid.uuid4().hex[:8]}"
+    sign_in(page, console_server, then="/console/channels")
+    page.get_by_label("Name", exact=True).fill(name)
+    page.get_by_label("Kind").select_option("meta-catalog")
+    page.get_by_label(re.compile("Listing URL template")).fill("https://homes.example.com/{id}")
+    page.get_by_role("button", name="Save the channel").click()
+    token = page.get_by_label("Password (the feed token)")
+    token.wait_for()
+    assert token.evaluate("input => input.readOnly") is True
+    secret = token.input_value()
+    assert secret.startswith("uft_")
+    token.select_text()  # a manager selects it to copy it
+    assert page.evaluate("window.getSelection().toString() || document.activeElement.value") == (
+        secret
+    )
+    feed = page.get_by_label("Feed (XML)").input_value()
+    assert feed == f"{console_server.base}/feeds/{name}.xml"
+    page.get_by_role("button", name=f"Rotate the feed token {name}").click()
+    page.get_by_label("Password (the feed token)").wait_for()
+    assert page.get_by_label("Password (the feed token)").input_value() not in ("", secret)
+    page.get_by_role("link", name=f"Delete {name}").click()
+    page.get_by_role("button", name="Delete it").click()
+    page.wait_for_url(re.compile("done=deleted"))
+    assert console_server.http.get(f"/api/v2/channels/{name}").status_code == 404
 
 
 def test_bulk_change_shows_how_many_before_applying(page: Any, console_server: Console) -> None:

@@ -95,6 +95,17 @@ async def test_count_modes(api: Api) -> None:
     assert isinstance(estimated["meta"]["total"], int)
 
 
+async def test_an_estimated_count_of_a_list_of_values(api: Api) -> None:
+    scope, created = await make_units(api, [1, 2, 3])
+    ids = ",".join(unit["id"] for unit in created[:2])
+    query = f"p=subProjectId=={scope};id=in=({ids})&limit=1"
+    answer = await api.request(
+        "GET", f"/api/v2/units/?{query}", headers={"prefer": "count=estimated"}
+    )
+    assert answer.status_code == 200, answer.text
+    assert len(answer.json()["data"]) == 1 and isinstance(answer.json()["meta"]["total"], int)
+
+
 @pytest.mark.parametrize(
     ("query", "parameter"),
     [

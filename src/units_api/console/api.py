@@ -204,14 +204,16 @@ class Api:
         outer = self._request.scope
         sent = [(name.lower().encode(), value.encode()) for name, value in headers.items()]
         sent.append((b"content-length", str(length).encode()))
-        sent.append((b"host", b"console"))
+        # The browser's own host and scheme: links the API writes from the request (a unit's
+        # public page, a feed's address) point where the manager reached the service.
+        sent.append((b"host", self._request.headers.get("host", "console").encode()))
         pairs = {name: value for name, value in (query or {}).items() if value not in (None, "")}
         return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": "1.1",
             "method": method,
-            "scheme": "http",
+            "scheme": outer.get("scheme", "http"),
             "path": path,
             "raw_path": path.encode(),
             "root_path": "",

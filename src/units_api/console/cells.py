@@ -27,12 +27,15 @@ def namer(names: Names, language: Language) -> Callable[[str, Any], Any]:
     return named
 
 
-def rows(units: list[dict[str, Any]], language: Language, names: Names) -> Markup:
-    """The list's rows, a type and a city by their display names. A field the key may not
-    read is an empty cell."""
+def rows(units: list[dict[str, Any]], language: Language, names: Names, currency: str) -> Markup:
+    """The list's rows, a type and a city by their display names, a price with the unit's
+    currency (`currency` when it has none). A field the key may not read is an empty cell."""
     code = language.code
     written = []
     for unit in units:
+        price = unit.get("price")
+        unit_currency = unit.get("currency") or currency
+        money = "" if price is None else f"{language.number(price)} {unit_currency}"
         publishing = (unit.get("publishing") or {}).get("status")
         availability = (unit.get("availability") or {}).get("status")
         written.append(
@@ -40,7 +43,7 @@ def rows(units: list[dict[str, Any]], language: Language, names: Names) -> Marku
             f"{_text(unit_name(unit, language))}</a></td>"
             f'<td dir="auto">{_text(names.display("type", unit.get("type"), code))}</td>'
             f'<td dir="auto">{_text(names.display("city", unit.get("city"), code))}</td>'
-            f'<td class="num">{_text(language.number(unit.get("price")))}</td>'
+            f'<td class="num">{_text(money)}</td>'
             f"<td>{status(publishing, language.t) if publishing else ''}</td>"
             f"<td>{status(availability, language.t) if availability else ''}</td>"
             f"<td>{_text(language.time(unit.get('updatedAt')))}</td></tr>"
@@ -181,6 +184,12 @@ def _cell(column: forms.Field, value: Any, language: Language, names: Names) -> 
         return f"<td>{_text(language.number(value))}</td>"
     if column.name in NAMED_FIELDS and isinstance(value, str):
         return f'<td dir="auto">{_text(names.display(column.name, value, language.code))}</td>'
+    if column.kind == "url" and isinstance(value, str) and value:
+        link = _text(value)
+        return (
+            f'<td dir="auto">{_image(value)}'
+            f'<a href="{link}" rel="noopener noreferrer">{link}</a></td>'
+        )
     return f'<td dir="auto">{_text("" if value is None else value)}</td>'
 
 

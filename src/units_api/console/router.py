@@ -13,6 +13,7 @@ from starlette.staticfiles import StaticFiles
 from units_api.auth.secrets import hash_secret
 from units_api.console import sessions
 from units_api.console.admin import ROUTES as ADMIN_ROUTES
+from units_api.console.channels import ROUTES as CHANNEL_ROUTES
 from units_api.console.files import ROUTES as FILE_ROUTES
 from units_api.console.i18n import LANGUAGE_COOKIE, LANGUAGES
 from units_api.console.units import ROUTES as UNIT_ROUTES
@@ -118,5 +119,6 @@ routes: list[BaseRoute] = [
     *UNIT_ROUTES,
     *FILE_ROUTES,
     *ADMIN_ROUTES,
+    *CHANNEL_ROUTES,
     Mount(STATIC, StaticFiles(directory=HERE / "static"), name="console-static"),
 ]

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_WRITE
-from units_api.console import cells, forms, maps
+from units_api.console import cells, channels, forms, history, maps, messages
 from units_api.console.api import Answer
 from units_api.console.web import (
     PREFIX,
@@ -39,7 +39,9 @@ BOX_FIELDS = ("west", "south", "east", "north")
 PUBLISHING_STATES = tuple(PUBLISHING)
 AVAILABILITY_STATES = tuple(AVAILABILITY)
 # Columns of the list, and the fields the list asks the API for.
-LIST_FIELDS = "name,unitNameAr,type,city,price,publishing,availability,unitLocation,updatedAt"
+LIST_FIELDS = (
+    "name,unitNameAr,type,city,price,currency,publishing,availability,unitLocation,updatedAt"
+)
 
 
 def quoted(value: str) -> str:
@@ -143,7 +145,7 @@ async def units_page(page: Page) -> Response:
         meta=_pages(data.get("meta") or {}),
         links=links,
         problem=problem,
-        rows=cells.rows(units, page.language, names),
+        rows=cells.rows(units, page.language, names, page.context.settings.default_currency),
         choices={
             field: [found.in_language(page.language.code) for _, found in names.choices(field)]
             for field in ("city", "type")
@@ -171,24 +173,40 @@ def _unit_path(unit_id: str) -> str:
 
 
 async def unit_page(page: Page) -> Response:
-    unit_id = page.request.path_params["unit_id"]
+    return await _unit_view(page, page.request.path_params["unit_id"])
+
+
+async def _unit_view(
+    page: Page, unit_id: str, refused: list[messages.Message] | None = None, status: int = 200
+) -> Response:
+    """The unit's page; `refused`, a publishing action's 422 in words, beside its form."""
     history_query = {"limit": HISTORY_SHOWN, "cursor": page.request.query_params.get("history")}
-    answer, history, names = await asyncio.gather(
+    answer, past, standing, channel_list, names = await asyncio.gather(
         page.api.get(_unit_path(unit_id)),
         page.api.get(f"{_unit_path(unit_id)}/history", history_query),
+        page.api.get(f"{_unit_path(unit_id)}/channels"),
+        page.api.get(channels.CHANNELS_API),
         page.context.names.current(),
     )
     if not answer.ok:
         return error_page(page, answer.status)
     unit = answer.data
+    currency = page.context.settings.default_currency
+    on = standing.data["data"] if standing.ok else []
+    wording = history.Wording(page.language, currency, names)
     return page.render(
         "unit.html",
+        status,
         unit=unit,
-        history=history.data["data"] if history.ok else [],
-        older=history.data["nextCursor"] if history.ok else None,
-        details=cells.details(unit, page.language, page.context.settings.default_currency, names),
+        history=wording.entries(past.data["data"] if past.ok else [], unit.get("currency")),
+        older=past.data["nextCursor"] if past.ok else None,
+        action_words=history.action,
+        details=cells.details(unit, page.language, currency, names),
         tables=cells.nested_tables(unit, page.language, names),
         named=cells.namer(names, page.language),
+        standing=[(entry, channels.why_not(entry, unit, page.language)) for entry in on],
+        channel_names=[c["name"] for c in channel_list.data["data"]] if channel_list.ok else [],
+        refused=refused or [],
         publishing_actions=_allowed(PUBLISHING, unit["publishing"]["status"])
         if page.may(UNITS_PUBLISH)
         else [],
@@ -255,7 +273,7 @@ def _form(
     if answer is not None:
         status = answer.status if answer.status in (400, 403, 404, 409, 412, 422) else 503
         conflict = answer.status == 412
-        errors = answer.errors
+        errors = messages.in_words(answer.errors, page.language)
         problem = None if conflict or errors else answer.detail or None
     return page.render(
         "unit_form.html",
@@ -283,9 +301,10 @@ async def unit_action(page: Page) -> Response:
     if axis == "publishing":
         if text_of(form, "at"):
             body["at"] = _as_time(text_of(form, "at"))
-        channels = [c.strip() for c in text_of(form, "channels").split(",") if c.strip()]
-        if channels:
-            body["channels"] = channels
+        # The form's checkboxes (`_channels` says they were offered): none checked is none.
+        chosen = [str(name) for name in form.getlist("channels") if str(name)]
+        if chosen or "_channels" in form:
+            body["channels"] = chosen
     elif text_of(form, "until"):
         body["until"] = _as_time(text_of(form, "until"))
     version = text_of(form, "version")
@@ -293,6 +312,9 @@ async def unit_action(page: Page) -> Response:
     answer = await page.api.send("PUT", path, orjson.dumps(body), {"if-match": f'"{version}"'})
     if answer.ok:
         return redirect(f"{PREFIX}/units/{unit_id}?done={action}")
+    if answer.status == 422 and answer.errors:
+        refused = channels.publish_messages(answer.errors, page.language)
+        return await _unit_view(page, unit_id, refused, 422)
     unit = await page.api.get(_unit_path(unit_id))
     if not unit.ok:
         return error_page(page, unit.status)

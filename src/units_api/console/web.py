@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import orjson
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData
@@ -199,17 +198,21 @@ def signed_in(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     return page
 
 
+# An error page's words by status (any other: SOMETHING_WRONG).
+ERROR_MESSAGES = {
+    403: "You may not do this with this key.",
+    404: "Not found.",
+    405: "Not found.",
+    409: "Not ready yet; try again in a moment.",
+    410: "This file is no longer kept.",
+    429: "Too many requests; wait a moment.",
+    503: "The service is busy; try again shortly.",
+}
+SOMETHING_WRONG = "Something went wrong; try again."
+
+
 def error_page(page: Page, status: int) -> Response:
-    messages = {
-        403: "You may not do this with this key.",
-        404: "Not found.",
-        405: "Not found.",
-        409: "Not ready yet; try again in a moment.",
-        410: "This file is no longer kept.",
-        429: "Too many requests; wait a moment.",
-        503: "The service is busy; try again shortly.",
-    }
-    text = messages.get(status, "Something went wrong; try again.")
+    text = ERROR_MESSAGES.get(status, SOMETHING_WRONG)
     return page.render("message.html", status, message=page.t(text))
 
 
@@ -223,12 +226,6 @@ def problem_page(request: Request, status: int) -> Response:
     of reach): a page in the visitor's language, not a problem's JSON."""
     page = Page(request, language_of(request))
     return error_page(page, status)
-
-
-def short(value: Any) -> str:
-    """A history value in a table cell: text as it is, anything else as JSON, cut short."""
-    text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
-    return text if len(text) <= SHORT else text[: SHORT - 1] + "…"
 
 
 def unit_name(unit: dict[str, Any], lang: Language) -> str:
@@ -245,6 +242,4 @@ def status(value: str, t: Callable[[str], str]) -> Markup:
     )
 
 
-SHORT = 160
-templates.filters["short"] = short
 templates.globals.update(unit_name=unit_name, status=status)

@@ -285,7 +285,12 @@ Explain = tuple[str, tuple[Any, ...]]
 def explain_statement(condition: ColumnElement[bool], dialect: Dialect) -> Explain:
     """The statement `estimate` runs for `condition` (compiled once and kept by the list's
     statements: compiling it cost a list request a tenth of its time)."""
-    compiled = select(units.c.id).where(condition).compile(dialect=dialect)
+    # A list of values (`=in=`) is written out as one parameter each: EXPLAIN runs the text
+    # as it is, with no expanding of its own.
+    postcompile = {"render_postcompile": True}
+    compiled = (
+        select(units.c.id).where(condition).compile(dialect=dialect, compile_kwargs=postcompile)
+    )
     names = compiled.positiontup or []
     return "EXPLAIN (FORMAT JSON) " + compiled.string, tuple(compiled.params[n] for n in names)
 
