@@ -17,9 +17,10 @@ import orjson
 import pytest
 from sqlalchemy import select, update
 
-from tests.conftest import Api
+from tests.conftest import Api, start_api
 from tests.feeds import meta_validator
 from units_api.clock import format_time, utcnow
+from units_api.config import Settings
 from units_api.feeds import service
 from units_api.feeds.listings import Channel
 from units_api.http.json import dumps, load_stored
@@ -428,3 +429,15 @@ async def test_a_stored_unit_the_feed_cannot_read_is_left_out_and_the_rest_goes_
     finally:  # the table is shared: other tests read every unit's document
         async with api.context.db.transaction() as conn:
             await conn.execute(update(units).where(units.c.id == key).values(doc=doc))
+
+
+async def test_one_address_is_limited_like_the_public_pages(database_url: str) -> None:
+    settings = Settings(database_url=database_url, access_log=False, public_rate_limit="2/minute")
+    async for api in start_api(settings):
+        feed = await new_feed(api)
+        codes = [(await feed.get()).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+        refused = await feed.get("csv")
+        assert refused.status_code == 429
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert int(refused.headers["retry-after"]) >= 1

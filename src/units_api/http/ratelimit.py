@@ -97,3 +97,10 @@ class RedisLimiter:
 
 def create_limiter(redis: RedisLink | None) -> Limiter:
     return RedisLimiter(redis) if redis else MemoryLimiter()
+
+
+async def per_address(limiter: Limiter, client: tuple[str, int] | None, rate: Rate) -> Decision:
+    """One request of a client address against the public pages' and feeds' shared limit
+    (no key, so the address is who asks)."""
+    address = client[0] if client else "unknown"
+    return await limiter.hit(f"public:{address}", rate)

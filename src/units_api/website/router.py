@@ -26,6 +26,7 @@ from units_api.clock import parse_time
 from units_api.context import AppContext, app_context
 from units_api.http.conditional import http_date, not_modified
 from units_api.http.etag import matches_tag
+from units_api.http.ratelimit import per_address
 from units_api.http.rates import parse_rate
 from units_api.website import jsonld, repository, service
 from units_api.website.service import Site
@@ -96,9 +97,8 @@ def _message(
 async def _limited(request: Request, language: str) -> Response | None:
     """The per-address limit of the public pages: an HTML 429 once it is passed."""
     context = app_context(request)
-    address = request.client.host if request.client else "unknown"
     rate = parse_rate(context.settings.public_rate_limit)
-    decision = await context.limiter.hit(f"public:{address}", rate)
+    decision = await per_address(context.limiter, request.client, rate)
     if decision.allowed:
         return None
     retry = str(decision.reset)
