@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console screenshots clean
+.PHONY: install run test lint format bench bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-sitemaps screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,9 @@ bench-replica: $(DEV_STAMP)
 
 bench-console: $(DEV_STAMP)
 	$(BIN)/python bench/console.py $(CONSOLE_ARGS)
+
+bench-sitemaps: $(DEV_STAMP)
+	$(BIN)/python bench/sitemaps.py $(SITEMAPS_ARGS)
 
 # Every console page in English and Arabic, into docs/screenshots (needs `chromium`).
 screenshots: $(DEV_STAMP)
