@@ -98,6 +98,9 @@ async def test_robots_allows_the_pages_and_names_the_sitemap(api: Api) -> None:
         "\n"
         "Sitemap: http://units.test/sitemap.xml\n"
     )
+    head = await api.client.head("/robots.txt")
+    assert head.status_code == 200
+    assert head.headers["content-length"] == str(len(response.content))
 
 
 async def test_the_sitemaps_carry_exactly_the_live_units_in_both_languages(api: Api) -> None:

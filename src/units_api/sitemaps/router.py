@@ -66,7 +66,7 @@ def _xml(request: Request, body: AsyncIterator[bytes], tag: str) -> Response:
     return StreamingResponse(body, media_type=XML, headers=headers)
 
 
-@router.get("/robots.txt")
+@router.api_route("/robots.txt", methods=["GET", "HEAD"])
 async def robots(request: Request) -> Response:
     text = service.robots(public_base(request))
     return Response(text, media_type=TEXT, headers={"Cache-Control": CACHE})
@@ -90,7 +90,7 @@ async def sitemap_file(request: Request, name: str) -> Response:
     return _xml(request, service.file_body(context.db, plan, after), plan.tag(name))
 
 
-@router.get("/{name}.txt")
+@router.api_route("/{name}.txt", methods=["GET", "HEAD"])
 async def indexnow_key(request: Request, name: str) -> Response:
     """The IndexNow key file, when UNITS_API_INDEXNOW_KEY is set: the key itself."""
     key = app_context(request).settings.indexnow_key
