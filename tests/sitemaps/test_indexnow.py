@@ -225,6 +225,9 @@ def test_a_failed_request_is_tried_again(site: Site) -> None:
         unit_id = create(client)
         publish(client, unit_id)
         eventually(lambda: set(pages(unit_id)) <= set(receiver.taken()), "the pages, at last")
+        metrics = client.get("/metrics").text
+        assert 'units_api_indexnow_requests_total{outcome="failed"} 2.0' in metrics
+        assert 'units_api_indexnow_requests_total{outcome="succeeded"} 1.0' in metrics
     statuses = [
         status for status, body in receiver.received if pages(unit_id)[0] in body["urlList"]
     ]

@@ -35,7 +35,7 @@ import orjson
 from sqlalchemy import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api import __version__, loop
+from units_api import __version__, loop, metrics
 from units_api.channels import links
 from units_api.channels import repository as channels
 from units_api.channels.readiness import WEBSITE, live, live_filter
@@ -292,10 +292,12 @@ class Submitter:
         if not 200 <= status < 300:
             return self._failed(urls, f"answered {status}")
         self.failures = 0
+        metrics.count_indexnow("succeeded")
         log.info("IndexNow took pages", extra={"urls": len(urls), "statusCode": status})
         return True
 
     def _failed(self, urls: list[str], error: str) -> bool:
+        metrics.count_indexnow("failed")
         log.warning(
             "IndexNow submission failed; retrying",
             extra={"urls": len(urls), "error": error, "failures": self.failures + 1},
