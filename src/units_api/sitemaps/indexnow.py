@@ -174,14 +174,14 @@ class Submitter:
         if not batch.unit_ids:
             moved = batch.pos != held["pos"] or batch.walk is not None
             if moved:
-                await self._save(batch, held)
+                await self._save(batch)
             return loop.Pause(0 if moved or batch.read >= EVENTS_A_STEP else POLL_SECONDS)
         waited = self._waited()
         if waited < COLLECT_SECONDS and not batch.full and batch.walk is None:
             return loop.Pause(COLLECT_SECONDS - waited)
         if not await self._send(self.target.pages(batch.unit_ids)):
             return self._retry()
-        await self._save(batch, held)
+        await self._save(batch)
         return loop.Pause(0)
 
     async def _hold(self) -> RowMapping | None:
@@ -252,7 +252,7 @@ class Submitter:
             await repository.save(conn, self.owner, **values)
         return loop.Pause(0)
 
-    async def _save(self, batch: Batch, held: RowMapping) -> None:
+    async def _save(self, batch: Batch) -> None:
         values: dict[str, Any] = {"pos": batch.pos, "channels": _names(batch.websites)}
         if batch.walk is not None:
             values |= {"walk_channel": batch.walk, "walked": None}
