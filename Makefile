@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean
+.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,9 @@ bench-console: $(DEV_STAMP)
 
 bench-feeds: $(DEV_STAMP)
 	$(BIN)/python bench/feeds.py $(FEEDS_ARGS)
+
+bench-sitemaps: $(DEV_STAMP)
+	$(BIN)/python bench/sitemaps.py $(SITEMAPS_ARGS)
 
 # Every console page in English and Arabic, into docs/screenshots (needs `chromium`).
 screenshots: $(DEV_STAMP)

@@ -122,7 +122,7 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0024"
+    assert head_revision() == "0025"
 
 
 def _row(doc: str) -> dict[str, object]:

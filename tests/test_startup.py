@@ -98,6 +98,23 @@ BAD_VALUES = [
         "units_api_workrs is not a setting; did you mean UNITS_API_WORKERS?",
     ),
     (
+        {"UNITS_API_PUBLIC_BASE_URL": "https://homes.example", "UNITS_API_INDEXNOW_KEY": "k3y"},
+        "UNITS_API_INDEXNOW_KEY: must be 8-128 of a-z, A-Z, 0-9 and - (got (hidden))",
+    ),
+    (
+        {"UNITS_API_PUBLIC_BASE_URL": "https://homes.example", "UNITS_API_INDEXNOW_KEY": "a b" * 4},
+        "UNITS_API_INDEXNOW_KEY: must be 8-128 of a-z, A-Z, 0-9 and -",
+    ),
+    (
+        {"UNITS_API_INDEXNOW_KEY": "0123456789abcdef"},
+        "UNITS_API_INDEXNOW_KEY: needs UNITS_API_PUBLIC_BASE_URL: the host whose pages are sent"
+        " to IndexNow",
+    ),
+    (
+        {"UNITS_API_INDEXNOW_ENDPOINT": "ftp://indexnow.example"},
+        "UNITS_API_INDEXNOW_ENDPOINT: must be an absolute http(s) URL",
+    ),
+    (
         {"UNITS_API_COLOUR": "blue"},
         "UNITS_API_COLOUR is not a setting; the README lists them",
     ),

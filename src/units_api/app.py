@@ -60,6 +60,7 @@ from units_api.ops import router as ops_router
 from units_api.process import settle_collector
 from units_api.redis_link import RedisLink
 from units_api.scrape import watch_pools
+from units_api.sitemaps.router import router as sitemaps_router
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
 from units_api.units.repository import located_by_time
@@ -98,6 +99,7 @@ ROUTERS = (
     keys_router,
     names_router,
     ops_router,
+    sitemaps_router,
 )
 API_PREFIX = "/api/"
 DOCS_ASSETS = "/docs/assets"

@@ -9,7 +9,9 @@ PostgreSQL). With `listen` (UNITS_API_RUN_JOBS, and always in `worker`), each a 
 - housekeeping (`run_housekeeping`, below);
 - the search table's vacuum (`search/upkeep.vacuum_search`, PostgreSQL);
 - the event worker (`webhooks/worker.run_forever`): feed numbering, fan-out, delivery;
-- the job runner (`jobs/execution.JobRunner`): every kind in `job_kinds.JOB_KINDS`.
+- the job runner (`jobs/execution.JobRunner`): every kind in `job_kinds.JOB_KINDS`;
+- with UNITS_API_INDEXNOW_KEY, IndexNow (`sitemaps/indexnow.run_forever`): changed pages sent
+  to search engines.
 
 A new periodic task is a step function (one round of work, in transactions it opens itself)
 and one `_periodic` line in `start_background`.
@@ -36,6 +38,7 @@ from units_api.jobs.execution import JobRunner, JobSetup
 from units_api.jobs.housekeeping import expire_files, sweep_scratch
 from units_api.jobs.storage import Storage
 from units_api.search.upkeep import VACUUM_EVERY, vacuum_search
+from units_api.sitemaps import indexnow
 from units_api.units import remembering
 from units_api.units.schedule import run_due
 from units_api.webhooks import worker
@@ -137,4 +140,9 @@ def start_background(context: AppContext, listen: bool) -> Background:
         ),
         asyncio.create_task(JobRunner(db, settings, context.jobs_wake, JOBS).run_forever(stop)),
     ]
+    if settings.indexnow_key:
+        target = indexnow.Target(
+            settings.public_base_url, settings.indexnow_key, settings.indexnow_endpoint
+        )
+        background.tasks.append(asyncio.create_task(indexnow.run_forever(db, target, stop)))
     return background

@@ -42,6 +42,8 @@ DATABASE_DRIVERS = (
     "postgresql+asyncpg",
     "postgresql+psycopg2",
 )
+INDEXNOW_ENDPOINT = "https://api.indexnow.org/indexnow"
+INDEXNOW_KEY_PATTERN = r"^[a-zA-Z0-9-]{8,128}$"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # What UNITS_API_PUBLISH_REQUIRES may name: the unit's fields as the API writes them
 # (`units.schemas.UnitFields`, held equal by tests/test_startup.py; importing it here would
@@ -146,6 +148,10 @@ class Settings(BaseSettings):
     public_base_url: str = ""
     # What one address may ask of the public pages, sitemaps and feeds.
     public_rate_limit: str = "600/minute"
+    # IndexNow (section 17): the site's key (8-128 of a-z, A-Z, 0-9 and -), served as
+    # /{key}.txt; set, every page that appears, changes or goes away is sent to the endpoint.
+    indexnow_key: str | None = None
+    indexnow_endpoint: str = INDEXNOW_ENDPOINT
     # Comma lists; an empty value leaves the vocabulary free.
     vocab_type: str = ""
     vocab_price_base: str = ""
@@ -212,6 +218,27 @@ class Settings(BaseSettings):
         if parts.query or parts.fragment:
             raise ValueError("must have no query or fragment")
         return value.rstrip("/")
+
+    @field_validator("indexnow_key")
+    @classmethod
+    def _indexnow_key(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if not value:
+            return None
+        if not re.match(INDEXNOW_KEY_PATTERN, value):
+            raise ValueError("must be 8-128 of a-z, A-Z, 0-9 and -")
+        if not info.data.get("public_base_url"):
+            raise ValueError(
+                "needs UNITS_API_PUBLIC_BASE_URL: the host whose pages are sent to IndexNow"
+            )
+        return value
+
+    @field_validator("indexnow_endpoint")
+    @classmethod
+    def _indexnow_endpoint(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an absolute http(s) URL, e.g. " + INDEXNOW_ENDPOINT)
+        return value
 
     @field_validator("default_currency")
     @classmethod

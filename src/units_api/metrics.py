@@ -128,6 +128,13 @@ class _Series:
             buckets=DELIVERY_BUCKETS,
             registry=self.registry,
         )
+        self.indexnow = Counter(
+            "units_api_indexnow_requests",
+            "IndexNow requests sent by this server's processes, by outcome (succeeded: "
+            "answered 2xx; failed: another answer or none, tried again).",
+            ("outcome",),
+            registry=self.registry,
+        )
         self.jobs = Histogram(
             "units_api_job_duration_seconds",
             "Jobs run by this server's processes, by kind and the status they ended with "
@@ -237,6 +244,12 @@ def observe_attempt(outcome: str, seconds: float) -> None:
     """Count a webhook delivery attempt: succeeded, retrying or failed."""
     if _series is not None:
         _series.attempts.labels(outcome).observe(seconds)
+
+
+def count_indexnow(outcome: str) -> None:
+    """Count an IndexNow request: succeeded or failed."""
+    if _series is not None:
+        _series.indexnow.labels(outcome).inc()
 
 
 def observe_job(kind: str, status: str, seconds: float) -> None:

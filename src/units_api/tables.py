@@ -8,6 +8,7 @@ from units_api.events.tables import events, feed_positions
 from units_api.http.tables import idempotency_keys
 from units_api.jobs.tables import jobs
 from units_api.names.tables import display_names
+from units_api.sitemaps.tables import indexnow_state
 from units_api.units.tables import remembered_results, unit_history, units
 from units_api.webhooks.tables import webhook_deliveries, webhook_delivery_attempts, webhooks
 
@@ -19,6 +20,7 @@ __all__ = [
     "events",
     "feed_positions",
     "idempotency_keys",
+    "indexnow_state",
     "jobs",
     "metadata",
     "remembered_results",

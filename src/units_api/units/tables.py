@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     Uuid,
     func,
+    text,
 )
 
 from units_api.db import Number, UTCDateTime, metadata
@@ -122,6 +123,13 @@ Index(
     postgresql_include=["city"],
 )
 Index("ix_units_lower_type", func.lower(units.c.type))
+# PostgreSQL: the published units by id, which the sitemaps walk (migration 0024; a statement
+# that repeats the literal predicate may use it).
+Index(
+    "ix_units_published_id",
+    units.c.id,
+    postgresql_where=text("publishing_status = 'published'"),
+).ddl_if(dialect="postgresql")
 Index("ix_units_lower_sub_project_id", func.lower(units.c.sub_project_id))
 # Map search's coarse test on PostgreSQL (`point(lng, lat) <@ box`); the included columns let
 # a page of a map search be read from the index alone (migration 0010). SQLite indexes the
