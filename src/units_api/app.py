@@ -26,15 +26,16 @@ from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
 from units_api.console.sessions import Sessions
 from units_api.context import AppContext
+from units_api.db import BUSY as DATABASE_BUSY
 from units_api.db import UNAVAILABLE as DATABASE_UNAVAILABLE
 from units_api.db import Database, create_engine
 from units_api.errors import (
     PROBLEM_CONTENT_TYPE,
     ApiError,
+    DatabaseUnavailable,
     InvalidParameter,
     MethodNotAllowed,
     NotFound,
-    ServiceUnavailable,
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
@@ -44,6 +45,7 @@ from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
+from units_api.http.reads import ReadAgain, RetryReads
 from units_api.http.redoc import add_redoc
 from units_api.http.tracing import TracingMiddleware
 from units_api.imports.router import router as imports_router
@@ -51,6 +53,7 @@ from units_api.jobs.storage import open_storage
 from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
+from units_api.replicas import unreachable
 from units_api.scrape import watch_pools
 from units_api.units.counting import CountCache
 from units_api.units.remembering import create_result_cache
@@ -165,17 +168,28 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
 
 
 async def _database_error(request: Request, exc: Exception) -> Response:
+    """The database busy (SQLite) or out of reach: a 503, the detail in the log only. A
+    read whose connection broke under it is run again first, once (`http/reads.py`); a
+    statement's own fault stays the 500 it is."""
+    if not isinstance(exc, DATABASE_BUSY) and not unreachable(exc):
+        raise exc
+    if ReadAgain.allowed(request.scope, exc):
+        raise ReadAgain() from exc
     log.warning("database unavailable", exc_info=exc)
-    error = ServiceUnavailable(
-        "The database is busy or unreachable; retry shortly.", headers={"Retry-After": "1"}
-    )
-    return problem_response(request, error)
+    return problem_response(request, DatabaseUnavailable())
 
 
 def create_context(settings: Settings) -> AppContext:
+    bound = settings.db_unavailable_seconds
     db = Database(
-        create_engine(settings.database_url, settings.db_pool_size, settings.db_parallel_workers),
+        create_engine(
+            settings.database_url,
+            settings.db_pool_size,
+            settings.db_parallel_workers,
+            bound=bound,
+        ),
         settings.db_parallel_workers,
+        bound,
     )
     authenticator = Authenticator(db, settings.auth_cache_seconds)
     return AppContext(
@@ -261,6 +275,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         routes=api_routes,
         reject=_reject_query,
     )
+    app.add_middleware(RetryReads)
     app.add_middleware(
         RequestContextMiddleware,
         log_requests=settings.access_log,

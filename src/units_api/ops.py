@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from asyncio import Event, create_task
 from typing import Any
 
@@ -12,7 +13,13 @@ from starlette.responses import PlainTextResponse, Response
 
 from units_api import __version__
 from units_api.context import AppContext, app_context
-from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, ServiceUnavailable, Unauthorized
+from units_api.errors import (
+    PROBLEM_CONTENT_TYPE,
+    ApiError,
+    DatabaseUnavailable,
+    ServiceUnavailable,
+    Unauthorized,
+)
 from units_api.http.docs import ref
 from units_api.http.json import JSONResponse, dumps
 from units_api.metrics import CONTENT_TYPE
@@ -20,6 +27,7 @@ from units_api.migrate import current_revision, head_revision
 from units_api.scrape import scrape
 
 router = APIRouter(tags=["operations"])
+log = logging.getLogger(__name__)
 
 
 def _json(description: str, **properties: str) -> dict[int | str, dict[str, Any]]:
@@ -45,6 +53,11 @@ async def healthz() -> Response:
     "/readyz",
     operation_id="getReadiness",
     summary="Readiness: the database answers and its schema is current",
+    description=(
+        "200 when the database answers within `UNITS_API_DB_UNAVAILABLE_SECONDS` and its "
+        "schema is current; otherwise a 503 problem that names the database, with "
+        "`Retry-After`. `/healthz` stays 200 meanwhile: the process is alive."
+    ),
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
         503: {
@@ -60,7 +73,10 @@ async def readyz(request: Request) -> Response:
             await conn.execute(text("SELECT 1"))
             revision = await current_revision(conn)
     except Exception as exc:
-        raise ServiceUnavailable(f"The database is unreachable: {type(exc).__name__}.") from None
+        log.warning("readiness: the database is unreachable", exc_info=exc)
+        raise ServiceUnavailable(
+            "The database is unreachable.", headers={"Retry-After": DatabaseUnavailable.RETRY_AFTER}
+        ) from None
     head = head_revision()
     if revision != head:
         raise ServiceUnavailable(f"The database schema is at {revision}, expected {head}.")
