@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.replica_pair import Pair, caught_up, cluster_user, server_binaries, sql
+from bench.replica_pair import Pair, caught_up, sql
 from sqlalchemy.exc import OperationalError, PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tests.conftest import PG_URL, Api, start_api
+from tests.clusters import throwaway_pair
+from tests.conftest import Api, start_api
 from tests.test_cli import free_port
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.errors import SettingError
 from units_api.http.json import dumps
-from units_api.migrate import upgrade
 from units_api.replicas import SETTING, ReplicaSet, refuse_unusable, unreachable
 
 UNITS = "/api/v2/units/"
@@ -38,19 +38,8 @@ REPLICA = "replica-1"
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[Pair]:
-    bin_dir, user = server_binaries(), cluster_user()
-    if bin_dir is None or user is None:
-        message = "read replica tests need PostgreSQL's server binaries (initdb, pg_basebackup)"
-        if PG_URL:
-            pytest.fail(message)
-        pytest.skip(message)
-    made = Pair(bin_dir, user)
-    try:
-        made.create()
-        upgrade(made.primary_url)
+    with throwaway_pair() as made:
         yield made
-    finally:
-        made.remove()
 
 
 @pytest.fixture

@@ -550,5 +550,8 @@ async def _dropped_when_broken(conn: AsyncConnection) -> AsyncIterator[None]:
     except BaseException as error:
         if conn.dialect.name == "postgresql" and unreachable(error) and not conn.invalidated:
             with suppress(Exception):
+                # Ended here, not by the pool's invalidation, which first tries a polite close
+                # that waits on the database.
+                (await conn.get_raw_connection()).driver_connection.terminate()
                 await conn.invalidate()
         raise
