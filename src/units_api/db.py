@@ -552,6 +552,8 @@ async def _dropped_when_broken(conn: AsyncConnection) -> AsyncIterator[None]:
             with suppress(Exception):
                 # Ended here, not by the pool's invalidation, which first tries a polite close
                 # that waits on the database.
-                (await conn.get_raw_connection()).driver_connection.terminate()
+                driver = (await conn.get_raw_connection()).driver_connection
+                if driver is not None:
+                    driver.terminate()
                 await conn.invalidate()
         raise
