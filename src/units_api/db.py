@@ -26,7 +26,9 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from units_api import dburls, metrics, tracing
+from units_api.errors import DatabaseUnavailable
 from units_api.filters.geo import sqlite_distance, sqlite_inside
+from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
 
@@ -322,6 +324,8 @@ class Database:
         # How long a request waits on the database (see `create_engine`); None: unbounded.
         self.bound = bound
         self.dialect = engine.dialect.name
+        postgres = self.dialect == "postgresql"
+        self.outage = Outage(self._asyncpg_dsn, bound) if postgres and bound else None
         self.fast_pool: asyncpg.Pool | None = None
         self.replicas: ReplicaSet | None = None
         self.on_events: list[Callable[[], None]] = []
@@ -349,9 +353,26 @@ class Database:
         )
 
     @asynccontextmanager
+    async def _guarded(self) -> AsyncIterator[None]:
+        """Work on the primary, known to be out of reach or not (`outage.py`): while it is,
+        a request fails at once (DatabaseUnavailable) rather than wait out the bound; a wait
+        that runs out in the work starts an outage."""
+        outage = self.outage
+        if outage is None:
+            yield
+            return
+        if outage.known and not _UNBOUNDED.get():
+            raise DatabaseUnavailable()
+        try:
+            yield
+        except BaseException as error:
+            outage.found(error)
+            raise
+
+    @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
-        async with _read_connection(self.engine) as conn:
+        async with self._guarded(), _read_connection(self.engine) as conn:
             yield conn
 
     @asynccontextmanager
@@ -376,7 +397,7 @@ class Database:
             async with self.read() as conn:
                 yield conn
             return
-        async with self._plain() as plain:
+        async with self._guarded(), self._plain() as plain:
             yield plain
 
     async def open_replicas(
@@ -453,6 +474,7 @@ class Database:
                 else:
                     metrics.count_read(chosen.name)
             if conn is None:
+                await stack.enter_async_context(self._guarded())
                 conn = await stack.enter_async_context(_snapshot(self.engine, False))
                 if replica:
                     metrics.count_read("primary")
@@ -465,7 +487,7 @@ class Database:
         `lone`: the opener runs one operation and nothing after it, so an operation made of a
         single statement may run it alone (see `driver_connection`).
         """
-        async with self.engine.connect() as conn:
+        async with self._guarded(), self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 await conn.execution_options(sqlite_begin="IMMEDIATE")
             elif lone:
@@ -490,7 +512,7 @@ class Database:
             async with self.transaction(lone=True) as conn:
                 yield conn
             return
-        async with self._plain() as plain:
+        async with self._guarded(), self._plain() as plain:
             try:
                 yield plain
             except BaseException as error:
@@ -506,6 +528,8 @@ class Database:
                 listener()
 
     async def dispose(self) -> None:
+        if self.outage is not None:
+            await self.outage.close()
         if self.replicas is not None:
             await self.replicas.close()
             self.replicas = None

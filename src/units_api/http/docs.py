@@ -29,6 +29,9 @@ _DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "Validation failed; `errors` lists every violation with its path",
     429: "Rate limit exceeded (see Retry-After)",
+    503: "The database is unreachable, restarting, failing over or busy, or did not answer "
+    "within UNITS_API_DB_UNAVAILABLE_SECONDS (`/problems/unavailable`, with Retry-After in "
+    "seconds); safe to retry then (a write with its Idempotency-Key)",
 }
 AUTH = (401, 403, 429)
 # The most bytes a character of a query value takes in a URL: four of UTF-8, percent-encoded.

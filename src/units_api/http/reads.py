@@ -10,13 +10,12 @@ and so is a read that ran out of time at once: it would only wait as long again.
 
 from __future__ import annotations
 
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from units_api.outage import timed_out
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 _RETRIED = "units_api.read_again"
-# How far down an error's chain (causes, and errors raised while handling it) to look.
-_DEPTH = 8
 
 
 class ReadAgain(Exception):
@@ -26,22 +25,8 @@ class ReadAgain(Exception):
     def allowed(scope: Scope, error: BaseException) -> bool:
         """Whether the request of `scope`, failed by `error`, may run once more."""
         return (
-            scope.get("method") in READ_METHODS
-            and not scope.get(_RETRIED)
-            and not _timed_out(error, 0)
+            scope.get("method") in READ_METHODS and not scope.get(_RETRIED) and not timed_out(error)
         )
-
-
-def _timed_out(error: BaseException | None, depth: int) -> bool:
-    if error is None or depth > _DEPTH:
-        return False
-    if isinstance(error, TimeoutError | PoolTimeout):
-        return True
-    return any(
-        _timed_out(under, depth + 1)
-        for under in (getattr(error, "orig", None), error.__cause__, error.__context__)
-        if under is not error
-    )
 
 
 class RetryReads:
