@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 import httpx
 import pytest
 from bench.replica_pair import Pair, sql
@@ -199,7 +200,7 @@ async def test_a_frozen_database_is_503s_within_the_bound_and_recovers_when_it_t
 
 
 @asynccontextmanager
-async def _in_process(pair: Pair, files_dir: str) -> AsyncIterator[Api]:
+async def _in_process(pair: Pair, files_dir: str, bound: float = BOUND) -> AsyncIterator[Api]:
     settings = Settings(
         database_url=pair.primary_url,
         access_log=False,
@@ -207,7 +208,7 @@ async def _in_process(pair: Pair, files_dir: str) -> AsyncIterator[Api]:
         db_fast_pool_size=4,
         run_jobs=False,
         files_dir=files_dir,
-        db_unavailable_seconds=BOUND,
+        db_unavailable_seconds=bound,
     )
     async for api in start_api(settings):
         yield api
@@ -237,6 +238,59 @@ async def test_connections_ended_by_the_database_are_not_handed_to_reads(
         assert history.status_code == 200, history.text
         assert (await api.client.get("/readyz")).status_code == 200
         await api.create_unit(name="Later Villa", subProjectId=tag)
+
+
+# The service's backends waiting on a lock (a statement held up by the test's LOCK TABLE).
+_WAITING = (
+    "SELECT array_agg(pid) FROM pg_stat_activity"
+    " WHERE application_name = 'units-api' AND wait_event_type = 'Lock'"
+)
+
+
+async def _held_up(url: str, other_than: list[int] | None = None) -> list[int]:
+    """The service's backends held up on the lock, once there are some (other than these)."""
+    deadline = time.monotonic() + 10
+    while True:
+        waiting = [pid for pid in (await sql(url, _WAITING) or []) if pid not in (other_than or [])]
+        if waiting:
+            return waiting
+        assert time.monotonic() < deadline, "no statement waited on the lock"
+        await asyncio.sleep(0.02)
+
+
+async def test_a_read_whose_connection_is_ended_mid_statement_runs_again_and_a_write_does_not(
+    primary: Pair, files_dir: str
+) -> None:
+    """The units table locked, so the service's statements wait on it; the database ends the
+    connection of the one waiting. The read runs again on a fresh connection and succeeds
+    once the lock goes; the write is a 503, not run again, and left nothing behind."""
+    tag = f"midway-{uuid.uuid4().hex[:8]}"
+    url = primary.primary_url
+    async with _in_process(primary, files_dir, bound=30.0) as api:
+        unit = await api.create_unit(name="Locked Villa", subProjectId=tag)
+        locker = await asyncpg.connect(url)
+        try:
+            await locker.execute("BEGIN; LOCK TABLE units IN ACCESS EXCLUSIVE MODE")
+            read = asyncio.create_task(api.request("GET", f"{UNITS}{unit['id']}"))
+            first = await _held_up(url)
+            await sql(url, f"SELECT pg_terminate_backend({first[0]})")
+            await _held_up(url, other_than=first)  # the read, again, on a new connection
+            await locker.execute("ROLLBACK")
+            got = await read
+            assert got.status_code == 200, got.text
+            assert got.json()["name"] == "Locked Villa"
+
+            await locker.execute("BEGIN; LOCK TABLE units IN ACCESS EXCLUSIVE MODE")
+            write = asyncio.create_task(_create(api.client, tag, **api.auth()))
+            cut = await _held_up(url)
+            await sql(url, f"SELECT pg_terminate_backend({cut[0]})")
+            refused = await write
+            _assert_unavailable(refused, primary)
+            await locker.execute("ROLLBACK")
+        finally:
+            await locker.close()
+        listed = await api.request("GET", UNITS, params={"p": f"subProjectId=={tag}"})
+        assert [found["id"] for found in listed.json()["data"]] == [unit["id"]]
 
 
 async def test_a_create_repeated_with_its_idempotency_key_across_a_restart_is_done_once(
