@@ -318,6 +318,36 @@ async def test_a_create_repeated_with_its_idempotency_key_across_a_restart_is_do
         assert ids == {first.json()["id"], second.json()["id"]}
 
 
+async def test_a_create_cut_off_by_a_restart_is_done_once_when_repeated_with_its_key(
+    primary: Pair, files_dir: str
+) -> None:
+    """A create under way when the database shuts down: its client gets a 503 and cannot
+    know whether it was done; its claim stays behind (the release could not reach the
+    database). Repeated with the same key once the database is back, it is done, once."""
+    tag = f"cutoff-{uuid.uuid4().hex[:8]}"
+    key = {"Idempotency-Key": f"{tag}-1"}
+    url = primary.primary_url
+    async with _in_process(primary, files_dir, bound=30.0) as api:
+        locker = await asyncpg.connect(url)
+        try:
+            await locker.execute("BEGIN; LOCK TABLE units IN ACCESS EXCLUSIVE MODE")
+            cut = asyncio.create_task(_create(api.client, tag, **api.auth(), **key))
+            await _held_up(url)
+            await asyncio.to_thread(stop_fast, primary, primary.primary_dir)
+            _assert_unavailable(await cut, primary)
+        finally:
+            locker.terminate()
+        await asyncio.to_thread(primary.start, primary.primary_dir)
+        done = await _create(api.client, tag, **api.auth(), **key)
+        assert done.status_code == 201, done.text
+        assert "idempotent-replayed" not in done.headers
+        again = await _create(api.client, tag, **api.auth(), **key)
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.json()["id"] == done.json()["id"]
+        listed = await api.request("GET", UNITS, params={"p": f"subProjectId=={tag}"})
+        assert [unit["id"] for unit in listed.json()["data"]] == [done.json()["id"]]
+
+
 def failover_url(pair: Pair) -> str:
     """Both hosts of `pair` in libpq's form, writes going to whichever is the primary."""
     return (

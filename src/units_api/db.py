@@ -496,7 +496,8 @@ class Database:
                 async with conn.begin(), _dropped_when_broken(conn):
                     yield conn
             except BaseException:
-                conn.info.pop(EVENTS_WRITTEN, None)
+                if not conn.invalidated:  # (an invalidated one's `info` would reconnect)
+                    conn.info.pop(EVENTS_WRITTEN, None)
                 raise
             if conn.info.pop(EVENTS_WRITTEN, False):
                 for listener in self.on_events:
