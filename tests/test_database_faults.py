@@ -27,6 +27,8 @@ from tests.events.test_feed import FEED
 from tests.processes import serving
 from tests.test_cli import free_port
 from units_api.config import Settings
+from units_api.db import Database, create_engine
+from units_api.events.wakeup import CHANNEL, Wakeup
 from units_api.http.json import dumps
 
 UNITS = "/api/v2/units/"
@@ -346,6 +348,46 @@ async def test_a_create_cut_off_by_a_restart_is_done_once_when_repeated_with_its
         assert again.json()["id"] == done.json()["id"]
         listed = await api.request("GET", UNITS, params={"p": f"subProjectId=={tag}"})
         assert [unit["id"] for unit in listed.json()["data"]] == [done.json()["id"]]
+
+
+_LISTENING = (
+    "SELECT array_agg(pid) FROM pg_stat_activity"
+    f" WHERE query LIKE 'LISTEN%{CHANNEL}%' AND state = 'idle'"
+)
+
+
+async def _listening(url: str, other_than: list[int] | None = None) -> list[int]:
+    """The backends LISTENing for events, once there are some (other than these)."""
+    deadline = time.monotonic() + 15
+    while True:
+        found = [pid for pid in (await sql(url, _LISTENING) or []) if pid not in (other_than or [])]
+        if found:
+            return found
+        assert time.monotonic() < deadline, "nothing listens"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_workers_listen_again_after_the_database_ends_their_connection(
+    primary: Pair,
+) -> None:
+    url = primary.primary_url
+    db = Database(create_engine(url, pool_size=1, bound=BOUND), bound=BOUND)
+    wakeup = Wakeup(db)
+    stop = asyncio.Event()
+    running = asyncio.create_task(wakeup.run(True, stop))
+    try:
+        first = await _listening(url)
+        await sql(
+            url, f"SELECT count(pg_terminate_backend(pid)) FROM unnest('{{{first[0]}}}'::int[]) pid"
+        )
+        await _listening(url, other_than=first)
+        wakeup.event.clear()
+        await sql(url, f"SELECT pg_notify('{CHANNEL}', '')")
+        await asyncio.wait_for(wakeup.event.wait(), timeout=10)
+    finally:
+        stop.set()
+        await running
+        await db.dispose()
 
 
 def failover_url(pair: Pair) -> str:
