@@ -13,7 +13,6 @@ import pytest
 
 from tests.console.conftest import Console
 
-
 # A 1x1 transparent PNG.
 PICTURE = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -26,7 +25,9 @@ def context(browser: Any) -> Iterator[Any]:
     opened = browser.new_context(locale="en-US")
     # Units' pictures live on other hosts; the browser gets a small picture for each, so no
     # page waits on (or fails to reach) a network the tests do not have.
-    opened.route("https://**/*", lambda route: route.fulfill(body=PICTURE, content_type="image/png"))
+    opened.route(
+        "https://**/*", lambda route: route.fulfill(body=PICTURE, content_type="image/png")
+    )
     yield opened
     opened.close()
 
