@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi_offline import FastAPIOffline
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
@@ -36,6 +37,7 @@ from units_api.errors import (
     InvalidParameter,
     MethodNotAllowed,
     NotFound,
+    bound_error,
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
@@ -175,7 +177,10 @@ async def _database_error(request: Request, exc: Exception) -> Response:
         raise exc
     if ReadAgain.allowed(request.scope, exc):
         raise ReadAgain() from exc
-    log.warning("database unavailable", exc_info=exc)
+    # One line with the cause, not a traceback per request: an outage fails many at once.
+    original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    cause = " ".join(f"{type(original).__name__}: {original}".split())
+    log.warning("database unavailable", extra={"error": bound_error(cause, 300)})
     return problem_response(request, DatabaseUnavailable())
 
 

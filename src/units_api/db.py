@@ -378,15 +378,24 @@ class Database:
     @asynccontextmanager
     async def _plain(self) -> AsyncIterator[PlainConnection]:
         """A PlainConnection of the fast pool, waited for at most the database's bound; one
-        the database closed, or that broke under its work, is closed rather than reused."""
+        the database closed, or that broke under its work, is closed rather than reused.
+        Guarded as `_guarded` says, in the same layer (these are the hottest requests)."""
         assert self.fast_pool is not None
-        async with self.fast_pool.acquire(timeout=self.bound) as driver:
-            try:
-                yield PlainConnection(driver)
-            except BaseException as error:
-                if unreachable(error):
-                    driver.terminate()
-                raise
+        outage = self.outage
+        if outage is not None and outage.known and not _UNBOUNDED.get():
+            raise DatabaseUnavailable()
+        try:
+            async with self.fast_pool.acquire(timeout=self.bound) as driver:
+                try:
+                    yield PlainConnection(driver)
+                except BaseException as error:
+                    if unreachable(error):
+                        driver.terminate()
+                    raise
+        except BaseException as error:
+            if outage is not None:
+                outage.found(error)
+            raise
 
     @asynccontextmanager
     async def fast_read(self) -> AsyncIterator[Connection]:
@@ -397,7 +406,7 @@ class Database:
             async with self.read() as conn:
                 yield conn
             return
-        async with self._guarded(), self._plain() as plain:
+        async with self._plain() as plain:
             yield plain
 
     async def open_replicas(
@@ -513,7 +522,7 @@ class Database:
             async with self.transaction(lone=True) as conn:
                 yield conn
             return
-        async with self._guarded(), self._plain() as plain:
+        async with self._plain() as plain:
             try:
                 yield plain
             except BaseException as error:

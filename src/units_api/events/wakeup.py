@@ -31,6 +31,7 @@ class Wakeup:
         self.db = db
         self.event = asyncio.Event()
         self._announce = asyncio.Event()
+        self._lost = False
         db.on_events.append(self.written)
 
     def written(self) -> None:
@@ -53,13 +54,18 @@ class Wakeup:
                 task.cancel()
             await asyncio.gather(connected, stopped, return_exceptions=True)
             if connected.done() and not connected.cancelled() and connected.exception():
-                log.warning("event wake-up connection lost; reconnecting")
+                if not self._lost:  # one line per loss, not one per attempt
+                    log.warning("event wake-up connection lost; reconnecting")
+                self._lost = True
                 await asyncio.sleep(1)
 
     async def _connected(self, listen: bool) -> None:
         """Announce and listen on one connection until it is lost: closed by the database
         (a restart, a failover: asyncpg says so at once), or silent for a check's bound."""
         conn = await self.db.raw_connection()
+        if self._lost:
+            log.warning("event wake-up connection made again")
+            self._lost = False
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _conn: lost.set())
         try:
