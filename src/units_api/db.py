@@ -7,6 +7,7 @@ read replicas through `Database.run_on_replica` (which replica is in use: `repli
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from contextvars import ContextVar
@@ -228,7 +229,8 @@ def _check_out_alive(engine: AsyncEngine, bound: float | None) -> None:
     is replaced before it is handed out: asyncpg learns of the close when it happens, so
     this costs no round trip, unlike a ping at every checkout. Each checkout bounds its
     statements by `bound`, or not at all in `unbounded` work; a connection goes back to the
-    pool bounded, so the reset on its return and the next checkout's are."""
+    pool bounded, so the reset on its return and the next checkout's are. An invalidated
+    connection is ended without waiting on the database."""
 
     @event.listens_for(engine.sync_engine, "checkout")
     def _on_checkout(_dbapi_conn: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
@@ -243,6 +245,14 @@ def _check_out_alive(engine: AsyncEngine, bound: float | None) -> None:
         driver = record.driver_connection
         if bound is not None and driver is not None:
             _bind_statements(driver, bound)
+
+    @event.listens_for(engine.sync_engine, "invalidate")
+    def _on_invalidate(_dbapi_conn: Any, record: ConnectionPoolEntry, _error: Any) -> None:
+        # Ended at once: the pool's own close of an invalidated connection first tries a
+        # polite one, waiting up to 2 s on a database that may not be answering.
+        driver = record.driver_connection
+        if driver is not None and not driver.is_closed():
+            driver.terminate()
 
 
 # An execution option set by `Database.transaction(lone=True)`.
@@ -577,12 +587,13 @@ async def _snapshot(engine: AsyncEngine, probe: bool) -> AsyncIterator[AsyncConn
 @asynccontextmanager
 async def _dropped_when_broken(conn: AsyncConnection) -> AsyncIterator[None]:
     """Close `conn`'s connection at once when the work in it found the database out of reach
-    (closed, reset, not answering in time): rolling back or reusing it would only wait on
-    the same fault."""
+    (closed, reset, not answering in time) or was cancelled mid-statement: rolling back or
+    reusing it would only wait on the same fault, or on the statement's cancellation."""
     try:
         yield
     except BaseException as error:
-        if conn.dialect.name == "postgresql" and unreachable(error) and not conn.invalidated:
+        broken = unreachable(error) or isinstance(error, asyncio.CancelledError)
+        if conn.dialect.name == "postgresql" and broken and not conn.invalidated:
             with suppress(Exception):
                 # Ended here, not by the pool's invalidation, which first tries a polite close
                 # that waits on the database.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from asyncio import Event, create_task
+from asyncio import Event, create_task, timeout
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -69,7 +69,8 @@ async def healthz() -> Response:
 async def readyz(request: Request) -> Response:
     context = app_context(request)
     try:
-        async with context.db.read() as conn:
+        # Within the bound in all, waiting for a connection included.
+        async with timeout(context.db.bound), context.db.read() as conn:
             await conn.execute(text("SELECT 1"))
             revision = await current_revision(conn)
     except Exception as exc:
