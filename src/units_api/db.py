@@ -199,9 +199,8 @@ def create_engine(
         _tune_sqlite(engine)
     else:
         # A fixed pool: overflow connections would be opened and closed under load.
-        engine = _create_postgres_engine(
-            parsed, pool_size, parallel_workers, bound or connect_timeout, bound
-        )
+        connecting = min(connect_timeout, bound) if bound else connect_timeout
+        engine = _create_postgres_engine(parsed, pool_size, parallel_workers, connecting, bound)
         _check_out_alive(engine, bound)
     if tracing.on:
         tracing.instrument_engine(engine)
@@ -435,7 +434,7 @@ class Database:
             Replica(
                 f"replica-{number}",
                 url,
-                create_engine(url, pool_size, self.parallel_workers, CHECK_TIMEOUT),
+                create_engine(url, pool_size, self.parallel_workers, CHECK_TIMEOUT, self.bound),
             )
             for number, url in enumerate(urls, 1)
         ]
