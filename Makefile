@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps
+.PHONY: install run test lint format bench bench-write bench-channels bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,9 @@ bench-ops: $(DEV_STAMP)
 
 bench-replica: $(DEV_STAMP)
 	$(BIN)/python bench/replica.py $(REPLICA_ARGS)
+
+bench-faults: $(DEV_STAMP)
+	$(BIN)/python bench/faults.py $(FAULTS_ARGS)
 
 bench-console: $(DEV_STAMP)
 	$(BIN)/python bench/console.py $(CONSOLE_ARGS)

@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bench.replica_pair import Pair, caught_up, cluster_user, server_binaries, sql
+from bench.replica_pair import Pair, caught_up, sql
 from sqlalchemy.exc import OperationalError, PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from tests.conftest import PG_URL, Api, start_api
+from tests.clusters import frozen, throwaway_pair
+from tests.conftest import Api, start_api
 from tests.test_cli import free_port
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.errors import SettingError
 from units_api.http.json import dumps
-from units_api.migrate import upgrade
 from units_api.replicas import SETTING, ReplicaSet, refuse_unusable, unreachable
 
 UNITS = "/api/v2/units/"
@@ -38,19 +38,8 @@ REPLICA = "replica-1"
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[Pair]:
-    bin_dir, user = server_binaries(), cluster_user()
-    if bin_dir is None or user is None:
-        message = "read replica tests need PostgreSQL's server binaries (initdb, pg_basebackup)"
-        if PG_URL:
-            pytest.fail(message)
-        pytest.skip(message)
-    made = Pair(bin_dir, user)
-    try:
-        made.create()
-        upgrade(made.primary_url)
+    with throwaway_pair() as made:
         yield made
-    finally:
-        made.remove()
 
 
 @pytest.fixture
@@ -205,6 +194,22 @@ async def test_a_replica_stopped_mid_test_leaves_reads_to_the_primary(
         before = await _reads(api)
         assert await _names(api, tag) == {"Steady Villa", "Later Villa"}
         assert await _read_by(api, before) == {REPLICA}
+
+
+async def test_a_frozen_replica_leaves_reads_to_the_primary_within_the_bound(
+    replica: Pair, files_dir: str
+) -> None:
+    """A standby stopped dead (SIGSTOP) answers nothing: a list on it gives up after
+    UNITS_API_DB_UNAVAILABLE_SECONDS and runs again on the primary."""
+    tag = f"rep-{uuid.uuid4().hex[:10]}"
+    settings = _settings(replica, files_dir, max_lag=60, run_jobs=False, db_unavailable_seconds=1)
+    async with _served(settings) as api:
+        await _create(api, "Thawed Villa", tag)
+        await _until(lambda: _has(api, tag, "Thawed Villa"))
+        with frozen(replica.standby_dir):
+            for _ in range(3):  # the first may wait on the replica, never longer than the bound
+                names = await asyncio.wait_for(_names(api, tag), timeout=15)
+                assert names == {"Thawed Villa"}
 
 
 async def test_a_replica_past_the_lag_limit_is_skipped_until_it_catches_up(

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi_offline import FastAPIOffline
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Route
@@ -28,17 +29,19 @@ from units_api.console import web as console_web
 from units_api.console.router import routes as console_routes
 from units_api.console.sessions import Sessions
 from units_api.context import AppContext
+from units_api.db import BUSY as DATABASE_BUSY
 from units_api.db import UNAVAILABLE as DATABASE_UNAVAILABLE
 from units_api.db import Database, create_engine
 from units_api.errors import (
     PROBLEM_CONTENT_TYPE,
     ApiError,
+    DatabaseUnavailable,
     InvalidParameter,
     MethodNotAllowed,
     NotFound,
-    ServiceUnavailable,
     StorageFull,
     StorageUnavailable,
+    bound_error,
 )
 from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
@@ -49,6 +52,7 @@ from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.http.parameters import DeclaredQuery
 from units_api.http.ratelimit import create_limiter
+from units_api.http.reads import ReadAgain, RetryReads
 from units_api.http.redoc import add_redoc
 from units_api.http.tracing import TracingMiddleware
 from units_api.imports.router import router as imports_router
@@ -59,6 +63,7 @@ from units_api.openapi import build_openapi
 from units_api.ops import router as ops_router
 from units_api.process import settle_collector
 from units_api.redis_link import RedisLink
+from units_api.replicas import unreachable
 from units_api.scrape import watch_pools
 from units_api.sitemaps.router import router as sitemaps_router
 from units_api.units.counting import CountCache
@@ -197,20 +202,34 @@ def _database_storage(exc: Exception) -> ApiError | None:
 
 
 async def _database_error(request: Request, exc: Exception) -> Response:
+    """The database busy (SQLite) or out of reach: a 503, the detail in the log only; its
+    disk full or failing (SQLite): a 507. A read whose connection broke under it is run
+    again first, once (`http/reads.py`); a statement's own fault stays the 500 it is."""
     if (storage := _database_storage(exc)) is not None:
         log.warning("database not written", extra={"error": storage.detail})
         return problem_response(request, storage)
-    log.warning("database unavailable", exc_info=exc)
-    error = ServiceUnavailable(
-        "The database is busy or unreachable; retry shortly.", headers={"Retry-After": "1"}
-    )
-    return problem_response(request, error)
+    if not isinstance(exc, DATABASE_BUSY) and not unreachable(exc):
+        raise exc
+    if ReadAgain.allowed(request.scope, exc):
+        raise ReadAgain() from exc
+    # One line with the cause, not a traceback per request: an outage fails many at once.
+    original = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    cause = " ".join(f"{type(original).__name__}: {original}".split())
+    log.warning("database unavailable", extra={"error": bound_error(cause, 300)})
+    return problem_response(request, DatabaseUnavailable())
 
 
 def create_context(settings: Settings) -> AppContext:
+    bound = settings.db_unavailable_seconds
     db = Database(
-        create_engine(settings.database_url, settings.db_pool_size, settings.db_parallel_workers),
+        create_engine(
+            settings.database_url,
+            settings.db_pool_size,
+            settings.db_parallel_workers,
+            bound=bound,
+        ),
         settings.db_parallel_workers,
+        bound,
     )
     authenticator = Authenticator(db, settings.auth_cache_seconds)
     redis = RedisLink(settings.redis_url) if settings.redis_url else None
@@ -299,6 +318,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         routes=api_routes,
         reject=_reject_query,
     )
+    app.add_middleware(RetryReads)
     app.add_middleware(
         RequestContextMiddleware,
         log_requests=settings.access_log,

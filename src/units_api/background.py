@@ -20,6 +20,7 @@ and one `_periodic` line in `start_background`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from typing import Any
 from units_api import loop
 from units_api.console import sessions
 from units_api.context import AppContext
-from units_api.db import Database
+from units_api.db import Database, unbounded
 from units_api.events.recorder import record_event
 from units_api.events.service import prune
 from units_api.events.wakeup import Wakeup
@@ -101,15 +102,23 @@ async def run_housekeeping(
 
 
 def _periodic(
-    name: str, every: float, work: Callable[[], Awaitable[Any]], stop: asyncio.Event
+    name: str,
+    every: float,
+    work: Callable[[], Awaitable[Any]],
+    stop: asyncio.Event,
+    long: bool = False,
 ) -> asyncio.Task[None]:
-    """A loop that runs `work` at start and then every `every` seconds."""
+    """A loop that runs `work` at start and then every `every` seconds; `long`: its
+    statements may run past the database's bound for requests (`db.unbounded`)."""
 
     async def step() -> loop.Pause:
         await work()
         return loop.Pause(every)
 
-    return asyncio.create_task(loop.run(name, step, stop, every))
+    context = contextvars.copy_context()
+    if long:
+        context.run(unbounded)
+    return asyncio.create_task(loop.run(name, step, stop, every), context=context)
 
 
 def start_background(context: AppContext, listen: bool) -> Background:
@@ -131,8 +140,9 @@ def start_background(context: AppContext, listen: bool) -> Background:
                 db, settings.events_retention_days, context.idempotency, context.storage
             ),
             stop,
+            long=True,
         ),
-        _periodic("vacuum", VACUUM_EVERY, lambda: vacuum_search(db), stop),
+        _periodic("vacuum", VACUUM_EVERY, lambda: vacuum_search(db), stop, long=True),
         asyncio.create_task(
             worker.run_forever(
                 db, context.sender, timing, wakeup.event, settings.webhook_poll_seconds, stop

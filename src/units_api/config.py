@@ -110,6 +110,8 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=20, ge=1)
     db_fast_pool_size: int = Field(default=20, ge=0)
     db_parallel_workers: int = Field(default=0, ge=0, le=64)
+    # How long a request waits on the database (a connection, a statement) before its 503.
+    db_unavailable_seconds: float = Field(default=5.0, gt=0, le=300)
     # A comma list of PostgreSQL streaming replicas for lists, searches, queries and exports.
     database_replica_urls: str = ""
     replica_max_lag_seconds: float = Field(default=5.0, gt=0)
@@ -310,24 +312,22 @@ FOREIGN_PREFIXES = ("UNITS_API_TEST_",)
 
 
 def database_url(value: str) -> URL:
-    """`UNITS_API_DATABASE_URL` parsed; ValueError when it is not a SQLite or PostgreSQL URL."""
+    """`UNITS_API_DATABASE_URL` parsed (several PostgreSQL hosts read as `dburls` says);
+    ValueError when it is not a SQLite or PostgreSQL URL or its hosts are malformed."""
     # Imported here: a script may read the settings without loading the database layer.
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
+    from units_api.dburls import parse
 
-    try:
-        parsed = make_url(value)
-    except (ArgumentError, ValueError):
-        raise ValueError(
-            "must be a URL such as sqlite:///path.db or postgresql://user@host:5432/db"
-        ) from None
+    parsed = parse(value)
     if parsed.drivername not in DATABASE_DRIVERS:
         raise ValueError("must be a sqlite:/// or postgresql:// URL")
     return parsed
 
 
 def split_urls(value: str) -> tuple[str, ...]:
-    return tuple(url.strip() for url in value.split(",") if url.strip())
+    """A comma list of URLs, each of which may name several hosts (commas of its own)."""
+    from units_api.dburls import split
+
+    return split(value)
 
 
 def setting_names() -> dict[str, str]:

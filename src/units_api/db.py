@@ -7,8 +7,10 @@ read replicas through `Database.run_on_replica` (which replica is in use: `repli
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,15 +19,18 @@ from typing import Any, TypeVar
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import DateTime, Dialect, Float, MetaData, Numeric, event
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from units_api import metrics, tracing
+from units_api import dburls, metrics, tracing
+from units_api.errors import DatabaseUnavailable
 from units_api.filters.geo import sqlite_distance, sqlite_inside
-from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable
+from units_api.outage import Outage
+from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
 
 T = TypeVar("T")
@@ -41,17 +46,42 @@ NAMING_CONVENTION = {
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-# The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool.
+# The database out of reach, as SQLAlchemy reports it, or asyncpg on the fast pool: the
+# errors the app answers with a 503 when `unreachable` (or SQLite's busy OperationalError).
 UNAVAILABLE = (
-    OperationalError,
-    InterfaceError,
+    DBAPIError,
+    PoolTimeout,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
     ConnectionError,
+    TimeoutError,
 )
+# Errors that are the database's to answer for whatever they say: SQLite busy or locked, no
+# connection of the pool free in time.
+BUSY = (OperationalError, InterfaceError, PoolTimeout)
+
+# Set by `unbounded`: the statements of this task may run as long as they need.
+_UNBOUNDED: ContextVar[bool] = ContextVar("units_api_unbounded", default=False)
+
+
+def unbounded() -> None:
+    """Let the statements of the current task (and of the tasks it starts) run as long as
+    they need: background work, whose long statements (a prune, a vacuum) keep no client
+    waiting. Everything else (a request) keeps its database's bound (`create_engine`)."""
+    _UNBOUNDED.set(True)
+
+
+def _bind_statements(driver: asyncpg.Connection, seconds: float | None) -> None:
+    """How long each statement on `driver` may take (asyncpg reads its `command_timeout` at
+    every statement)."""
+    config = driver._config
+    if config.command_timeout != seconds:
+        driver._config = config._replace(command_timeout=seconds)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -90,7 +120,7 @@ class Number(TypeDecorator[Decimal]):
 
 
 def async_url(url: str) -> URL:
-    parsed = make_url(url)
+    parsed = dburls.parse(url)
     if parsed.drivername in ("sqlite", "sqlite+pysqlite"):
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     elif parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
@@ -152,8 +182,15 @@ def server_settings(parallel_workers: int) -> dict[str, str]:
 
 
 def create_engine(
-    url: str, pool_size: int = 10, parallel_workers: int = 0, connect_timeout: float = 60.0
+    url: str,
+    pool_size: int = 10,
+    parallel_workers: int = 0,
+    connect_timeout: float = 60.0,
+    bound: float | None = None,
 ) -> AsyncEngine:
+    """An engine for `url`. With `bound` (PostgreSQL), waiting for a connection of the pool,
+    making one and every statement (outside `unbounded` work) each take at most `bound`
+    seconds, and a connection the database closed is never handed out."""
     parsed = async_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -162,25 +199,59 @@ def create_engine(
         _tune_sqlite(engine)
     else:
         # A fixed pool: overflow connections would be opened and closed under load.
-        engine = _create_postgres_engine(parsed, pool_size, parallel_workers, connect_timeout)
+        connecting = min(connect_timeout, bound) if bound else connect_timeout
+        engine = _create_postgres_engine(parsed, pool_size, parallel_workers, connecting, bound)
+        _check_out_alive(engine, bound)
     if tracing.on:
         tracing.instrument_engine(engine)
     return engine
 
 
 def _create_postgres_engine(
-    parsed: URL, pool_size: int, parallel_workers: int, connect_timeout: float
+    parsed: URL, pool_size: int, parallel_workers: int, connect_timeout: float, bound: float | None
 ) -> AsyncEngine:
     return create_async_engine(
         parsed,
         pool_size=pool_size,
         max_overflow=0,
-        pool_timeout=30,
+        pool_timeout=bound or 30,
         connect_args={
             "server_settings": server_settings(parallel_workers),
             "timeout": connect_timeout,
+            "command_timeout": bound,
         },
     )
+
+
+def _check_out_alive(engine: AsyncEngine, bound: float | None) -> None:
+    """A pooled connection the database closed (a restart, `pg_terminate_backend`, a failover)
+    is replaced before it is handed out: asyncpg learns of the close when it happens, so
+    this costs no round trip, unlike a ping at every checkout. Each checkout bounds its
+    statements by `bound`, or not at all in `unbounded` work; a connection goes back to the
+    pool bounded, so the reset on its return and the next checkout's are. An invalidated
+    connection is ended without waiting on the database."""
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def _on_checkout(_dbapi_conn: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+        driver = record.driver_connection
+        if driver is None or driver.is_closed():
+            raise DisconnectionError("the database closed this connection")
+        if bound is not None:
+            _bind_statements(driver, None if _UNBOUNDED.get() else bound)
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def _on_checkin(_dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+        driver = record.driver_connection
+        if bound is not None and driver is not None:
+            _bind_statements(driver, bound)
+
+    @event.listens_for(engine.sync_engine, "invalidate")
+    def _on_invalidate(_dbapi_conn: Any, record: ConnectionPoolEntry, _error: Any) -> None:
+        # Ended at once: the pool's own close of an invalidated connection first tries a
+        # polite one, waiting up to 2 s on a database that may not be answering.
+        driver = record.driver_connection
+        if driver is not None and not driver.is_closed():
+            driver.terminate()
 
 
 # An execution option set by `Database.transaction(lone=True)`.
@@ -254,20 +325,27 @@ class Database:
     (see bench/README.md).
     """
 
-    def __init__(self, engine: AsyncEngine, parallel_workers: int = 0) -> None:
+    def __init__(
+        self, engine: AsyncEngine, parallel_workers: int = 0, bound: float | None = None
+    ) -> None:
         self.engine = engine
         self.parallel_workers = parallel_workers
+        # How long a request waits on the database (see `create_engine`); None: unbounded.
+        self.bound = bound
         self.dialect = engine.dialect.name
+        postgres = self.dialect == "postgresql"
+        self.outage = Outage(self._asyncpg_dsn, bound) if postgres and bound else None
         self.fast_pool: asyncpg.Pool | None = None
         self.replicas: ReplicaSet | None = None
         self.on_events: list[Callable[[], None]] = []
 
     def _asyncpg_dsn(self) -> str:
-        return self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return dburls.driver_dsn(self.engine.url)
 
     async def raw_connection(self) -> asyncpg.Connection:
-        """A plain asyncpg connection, for bulk work such as COPY (PostgreSQL only)."""
-        return await asyncpg.connect(self._asyncpg_dsn())
+        """A plain asyncpg connection, for bulk work such as COPY or a LISTEN (PostgreSQL
+        only); made within the database's bound, its statements unbounded."""
+        return await asyncpg.connect(self._asyncpg_dsn(), timeout=self.bound or 60.0)
 
     async def open_fast_pool(self, size: int) -> None:
         if self.dialect != "postgresql" or size < 1:
@@ -276,16 +354,57 @@ class Database:
             self._asyncpg_dsn(),
             min_size=1,
             max_size=size,
+            timeout=self.bound or 60.0,
+            command_timeout=self.bound,
             server_settings=server_settings(self.parallel_workers),
             reset=_reset_session,
             init=tracing.init_driver_connection if tracing.on else None,
         )
 
     @asynccontextmanager
+    async def _guarded(self) -> AsyncIterator[None]:
+        """Work on the primary, known to be out of reach or not (`outage.py`): while it is,
+        a request fails at once (DatabaseUnavailable) rather than wait out the bound; a wait
+        that runs out in the work starts an outage."""
+        outage = self.outage
+        if outage is None:
+            yield
+            return
+        if outage.known and not _UNBOUNDED.get():
+            raise DatabaseUnavailable()
+        try:
+            yield
+        except BaseException as error:
+            outage.found(error)
+            raise
+
+    @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
-        async with _read_connection(self.engine) as conn:
+        async with self._guarded(), _read_connection(self.engine) as conn:
             yield conn
+
+    @asynccontextmanager
+    async def _plain(self) -> AsyncIterator[PlainConnection]:
+        """A PlainConnection of the fast pool, waited for at most the database's bound; one
+        the database closed, or that broke under its work, is closed rather than reused.
+        Guarded as `_guarded` says, in the same layer (these are the hottest requests)."""
+        assert self.fast_pool is not None
+        outage = self.outage
+        if outage is not None and outage.known and not _UNBOUNDED.get():
+            raise DatabaseUnavailable()
+        try:
+            async with self.fast_pool.acquire(timeout=self.bound) as driver:
+                try:
+                    yield PlainConnection(driver)
+                except BaseException as error:
+                    if unreachable(error):
+                        driver.terminate()
+                    raise
+        except BaseException as error:
+            if outage is not None:
+                outage.found(error)
+            raise
 
     @asynccontextmanager
     async def fast_read(self) -> AsyncIterator[Connection]:
@@ -296,8 +415,8 @@ class Database:
             async with self.read() as conn:
                 yield conn
             return
-        async with self.fast_pool.acquire() as driver:
-            yield PlainConnection(driver)
+        async with self._plain() as plain:
+            yield plain
 
     async def open_replicas(
         self, urls: Sequence[str], max_lag: float, pool_size: int = 10, watch: bool = True
@@ -315,7 +434,7 @@ class Database:
             Replica(
                 f"replica-{number}",
                 url,
-                create_engine(url, pool_size, self.parallel_workers, CHECK_TIMEOUT),
+                create_engine(url, pool_size, self.parallel_workers, CHECK_TIMEOUT, self.bound),
             )
             for number, url in enumerate(urls, 1)
         ]
@@ -373,6 +492,7 @@ class Database:
                 else:
                     metrics.count_read(chosen.name)
             if conn is None:
+                await stack.enter_async_context(self._guarded())
                 conn = await stack.enter_async_context(_snapshot(self.engine, False))
                 if replica:
                     metrics.count_read("primary")
@@ -385,16 +505,17 @@ class Database:
         `lone`: the opener runs one operation and nothing after it, so an operation made of a
         single statement may run it alone (see `driver_connection`).
         """
-        async with self.engine.connect() as conn:
+        async with self._guarded(), self.engine.connect() as conn:
             if self.dialect == "sqlite":
                 await conn.execution_options(sqlite_begin="IMMEDIATE")
             elif lone:
                 await conn.execution_options(**{LONE: True})
             try:
-                async with conn.begin():
+                async with conn.begin(), _dropped_when_broken(conn):
                     yield conn
             except BaseException:
-                conn.info.pop(EVENTS_WRITTEN, None)
+                if not conn.invalidated:  # (an invalidated one's `info` would reconnect)
+                    conn.info.pop(EVENTS_WRITTEN, None)
                 raise
             if conn.info.pop(EVENTS_WRITTEN, False):
                 for listener in self.on_events:
@@ -410,12 +531,11 @@ class Database:
             async with self.transaction(lone=True) as conn:
                 yield conn
             return
-        async with self.fast_pool.acquire() as driver:
-            plain = PlainConnection(driver)
+        async with self._plain() as plain:
             try:
                 yield plain
-            except BaseException:
-                if plain.transaction is not None:
+            except BaseException as error:
+                if plain.transaction is not None and not unreachable(error):
                     # A connection too broken to roll back is closed by the pool instead.
                     with suppress(Exception):
                         await plain.transaction.rollback()
@@ -427,6 +547,8 @@ class Database:
                 listener()
 
     async def dispose(self) -> None:
+        if self.outage is not None:
+            await self.outage.close()
         if self.replicas is not None:
             await self.replicas.close()
             self.replicas = None
@@ -441,7 +563,8 @@ async def _read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection
     async with engine.connect() as conn:
         if engine.dialect.name == "postgresql":
             await conn.execution_options(isolation_level="AUTOCOMMIT")
-        yield conn
+        async with _dropped_when_broken(conn):
+            yield conn
 
 
 @asynccontextmanager
@@ -454,7 +577,27 @@ async def _snapshot(engine: AsyncEngine, probe: bool) -> AsyncIterator[AsyncConn
             await conn.execution_options(
                 isolation_level="REPEATABLE READ", postgresql_readonly=True
             )
-        async with conn.begin():
+        async with conn.begin(), _dropped_when_broken(conn):
             if probe:
                 await conn.exec_driver_sql("SELECT 1")
             yield conn
+
+
+@asynccontextmanager
+async def _dropped_when_broken(conn: AsyncConnection) -> AsyncIterator[None]:
+    """Close `conn`'s connection at once when the work in it found the database out of reach
+    (closed, reset, not answering in time) or was cancelled mid-statement: rolling back or
+    reusing it would only wait on the same fault, or on the statement's cancellation."""
+    try:
+        yield
+    except BaseException as error:
+        broken = unreachable(error) or isinstance(error, asyncio.CancelledError)
+        if conn.dialect.name == "postgresql" and broken and not conn.invalidated:
+            with suppress(Exception):
+                # Ended here, not by the pool's invalidation, which first tries a polite close
+                # that waits on the database.
+                driver = (await conn.get_raw_connection()).driver_connection
+                if driver is not None:
+                    driver.terminate()
+                await conn.invalidate()
+        raise

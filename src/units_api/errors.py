@@ -183,6 +183,19 @@ class ServiceUnavailable(ApiError):
     status, code, title = 503, "unavailable", "Service unavailable"
 
 
+class DatabaseUnavailable(ServiceUnavailable):
+    """The database did not answer within UNITS_API_DB_UNAVAILABLE_SECONDS, or refused or
+    broke the connection (a restart, a failover). The detail names no host or driver."""
+
+    RETRY_AFTER = "1"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The database is busy or unreachable; retry shortly.",
+            headers={"Retry-After": self.RETRY_AFTER},
+        )
+
+
 class FileOnAnotherMachine(ServiceUnavailable):
     """A file kept on one machine's disk, asked of another (several machines sharing a
     database but not a file store)."""

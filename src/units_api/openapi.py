@@ -77,6 +77,12 @@ Every `/api/v2` call needs `Authorization: Bearer <key>`. Errors are
 `application/problem+json` (RFC 9457). Money is kept exactly as sent. Every path answers with
 and without a trailing slash.
 
+While the database is out of reach (restarting, failing over, not answering), a call answers
+within `UNITS_API_DB_UNAVAILABLE_SECONDS` (default 5) with a 503 `/problems/unavailable` and
+`Retry-After`, and every call succeeds again within seconds of the database answering. A read
+whose connection broke is run again once by the server; repeat a write with the same
+`Idempotency-Key` and it is done once.
+
 ## Filters (`p` on the list, `filter` in the query, key policies)
 
 RSQL: `selector operator value`, joined with `;` (AND) and `,` (OR), grouped with parentheses.
@@ -273,11 +279,12 @@ def _tidy_responses(paths: dict[str, Any]) -> None:
 def _request_problems(paths: dict[str, Any]) -> None:
     """What any operation may answer before its handler runs: a 400 for a query parameter
     it does not declare (http/parameters.py), a 408 for a request that arrives too slowly
-    (http/clients.py), a 414 for a URL over the limit."""
-    for operations in paths.values():
+    (http/clients.py), a 414 for a URL over the limit; and under /api/, whose every
+    operation reads its key from the database, a 503 while the database is out of reach."""
+    for path, operations in paths.items():
         for operation in operations.values():
             responses = operation.setdefault("responses", {})
-            for code in (400, 408, 414):
+            for code in (400, 408, 414, *((503,) if path.startswith("/api/") else ())):
                 responses.setdefault(str(code), problem(code))
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hmac
-from asyncio import Event, create_task
+import logging
+from asyncio import Event, create_task, timeout
 from typing import Any
 
 import anyio
@@ -13,7 +14,13 @@ from starlette.responses import PlainTextResponse, Response
 
 from units_api import __version__
 from units_api.context import AppContext, app_context
-from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, ServiceUnavailable, Unauthorized
+from units_api.errors import (
+    PROBLEM_CONTENT_TYPE,
+    ApiError,
+    DatabaseUnavailable,
+    ServiceUnavailable,
+    Unauthorized,
+)
 from units_api.http.docs import ref
 from units_api.http.json import JSONResponse, dumps
 from units_api.metrics import CONTENT_TYPE
@@ -21,6 +28,7 @@ from units_api.migrate import current_revision, head_revision
 from units_api.scrape import scrape
 
 router = APIRouter(tags=["operations"])
+log = logging.getLogger(__name__)
 
 
 def _json(description: str, **properties: str) -> dict[int | str, dict[str, Any]]:
@@ -46,10 +54,13 @@ async def healthz() -> Response:
     "/readyz",
     operation_id="getReadiness",
     summary="Readiness: the database answers and its schema is current, files can be written",
-    description="503 when the database is out of reach or its schema is not the one this "
-    "server needs, or when the local files directory (UNITS_API_FILES_DIR: exports, "
-    "uploaded imports, and the files being made for an object store) cannot be written "
-    "(no space left, a read-only or failing disk): the problem names which.",
+    description=(
+        "200 when the database answers within `UNITS_API_DB_UNAVAILABLE_SECONDS`, its schema "
+        "is current and the local files directory (UNITS_API_FILES_DIR: exports, uploaded "
+        "imports, and the files being made for an object store) can be written; otherwise a "
+        "503 problem that names which (the database with `Retry-After`). `/healthz` stays "
+        "200 meanwhile: the process is alive."
+    ),
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
         503: {
@@ -61,11 +72,15 @@ async def healthz() -> Response:
 async def readyz(request: Request) -> Response:
     context = app_context(request)
     try:
-        async with context.db.read() as conn:
+        # Within the bound in all, waiting for a connection included.
+        async with timeout(context.db.bound), context.db.read() as conn:
             await conn.execute(text("SELECT 1"))
             revision = await current_revision(conn)
     except Exception as exc:
-        raise ServiceUnavailable(f"The database is unreachable: {type(exc).__name__}.") from None
+        log.warning("readiness: the database is unreachable", exc_info=exc)
+        raise ServiceUnavailable(
+            "The database is unreachable.", headers={"Retry-After": DatabaseUnavailable.RETRY_AFTER}
+        ) from None
     head = head_revision()
     if revision != head:
         raise ServiceUnavailable(f"The database schema is at {revision}, expected {head}.")

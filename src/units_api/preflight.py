@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.engine import URL
 
-from units_api import tracing
+from units_api import dburls, tracing
 from units_api.config import Settings, database_url
 from units_api.errors import SettingError
 from units_api.metrics import MULTIPROCESS_DIR
@@ -120,9 +120,9 @@ def _open_sqlite(url: URL) -> None:
 
 
 async def _connect_postgres(url: URL) -> None:
-    dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    dsn = dburls.driver_dsn(url)
     user = url.username or getpass.getuser()
-    where = f"{url.host or 'localhost'}:{url.port or 5432}"
+    where = dburls.where(url)
     try:
         conn = await asyncpg.connect(dsn, timeout=CONNECT_TIMEOUT)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

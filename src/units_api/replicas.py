@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from units_api import dburls
 from units_api.errors import SettingError
 
 log = logging.getLogger(__name__)
@@ -59,17 +59,23 @@ UNREACHABLE = (
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    # A connection reused while a cancelled statement or a reset is still under way on it.
+    asyncpg.InternalClientError,
 )
+# SQLSTATEs of a database out of reach, whatever error class carries them: connection
+# exceptions (08), shutting down or starting up (57P01-57P03), too many connections.
+UNREACHABLE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
 
 
 def driver_dsn(url: str) -> str:
     """An SQLAlchemy URL of PostgreSQL as asyncpg takes it."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return dburls.driver_dsn(url)
 
 
 def shown(url: str) -> str:
     """A URL as logs and messages may show it: without its password."""
-    return make_url(url).render_as_string(hide_password=True)
+    return dburls.driver_dsn(url, hide_password=True)
 
 
 def unreachable(error: BaseException | None, depth: int = 0) -> bool:
@@ -83,6 +89,9 @@ def unreachable(error: BaseException | None, depth: int = 0) -> bool:
     ):
         return True
     if isinstance(error, UNREACHABLE):
+        return True
+    state = getattr(error, "sqlstate", None)
+    if isinstance(state, str) and state.startswith(UNREACHABLE_STATES):
         return True
     return any(
         unreachable(under, depth + 1)

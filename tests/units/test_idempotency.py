@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import timedelta
 
 import orjson
@@ -80,13 +82,30 @@ async def claim(api: Api, key: str, body: bytes, age: timedelta) -> None:
         )
 
 
+@asynccontextmanager
+async def in_progress(api: Api, key: str) -> AsyncIterator[None]:
+    """The claim of `key` as its request holds it while it runs: on PostgreSQL locked by the
+    operation's transaction (on SQLite a claim is in flight by its age alone)."""
+    if api.context.db.dialect != "postgresql":
+        yield
+        return
+    async with api.context.db.transaction() as conn:
+        await conn.execute(
+            select(idempotency_keys.c.key)
+            .where(idempotency_keys.c.owner == api.admin_key_id, idempotency_keys.c.key == key)
+            .with_for_update()
+        )
+        yield
+
+
 async def test_in_flight_claim_is_409_and_an_abandoned_one_is_taken_over(api: Api) -> None:
     body = orjson.dumps(unit_body())
     headers = {"content-type": "application/json"}
     await claim(api, "busy", body, timedelta(seconds=1))
-    twin = await api.request(
-        "POST", "/api/v2/units/", content=body, headers={**headers, "Idempotency-Key": "busy"}
-    )
+    async with in_progress(api, "busy"):
+        twin = await api.request(
+            "POST", "/api/v2/units/", content=body, headers={**headers, "Idempotency-Key": "busy"}
+        )
     assert twin.status_code == 409
     assert twin.headers["content-type"] == "application/problem+json"
     await claim(api, "dead", body, timedelta(minutes=10))
@@ -94,6 +113,23 @@ async def test_in_flight_claim_is_409_and_an_abandoned_one_is_taken_over(api: Ap
         "POST", "/api/v2/units/", content=body, headers={**headers, "Idempotency-Key": "dead"}
     )
     assert taken.status_code == 201
+
+
+async def test_a_claim_its_transaction_left_unlocked_is_taken_over_at_once(pg_api: Api) -> None:
+    """PostgreSQL: a claim in flight that no operation holds belongs to a request whose
+    transaction ended without an answer (its connection cut at commit, its release lost):
+    repeated, the create is done, once."""
+    api = pg_api
+    body = orjson.dumps(unit_body(name="left behind"))
+    headers = {"content-type": "application/json", "Idempotency-Key": "left"}
+    await claim(api, "left", body, timedelta(seconds=1))
+    before = await count_units(api)
+    done = await api.request("POST", "/api/v2/units/", content=body, headers=headers)
+    assert done.status_code == 201, done.text
+    replay = await api.request("POST", "/api/v2/units/", content=body, headers=headers)
+    assert replay.headers["idempotent-replayed"] == "true"
+    assert replay.json()["id"] == done.json()["id"]
+    assert await count_units(api) == before + 1
 
 
 async def test_concurrent_twins_create_one_unit(pg_api: Api) -> None:

@@ -34,6 +34,9 @@ _DESCRIPTIONS = {
     415: "Unsupported Content-Type",
     422: "Validation failed; `errors` lists every violation with its path",
     429: "Rate limit exceeded (see Retry-After)",
+    503: "The database is unreachable, restarting, failing over or busy, or did not answer "
+    "within UNITS_API_DB_UNAVAILABLE_SECONDS (`/problems/unavailable`, with Retry-After in "
+    "seconds); safe to retry then (a write with its Idempotency-Key)",
     507: "Storage cannot take the write (the file store; on SQLite, the database's disk): "
     "`type` ending `/storage-full` (no space left) or `/storage-unavailable` (failing, "
     "read-only or out of reach); nothing was kept, try again once it has room or works again",

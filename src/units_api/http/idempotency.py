@@ -3,6 +3,11 @@
 The key is claimed in its own short transaction (so a twin sees it in flight and gets a
 409); the response is stored in the operation's own transaction, so it exists exactly when
 the operation committed. A failed operation releases the key for a retry.
+
+On PostgreSQL the operation's transaction also locks its claim while it runs: a claim still
+in flight but no longer locked belongs to a transaction that ended without an answer (rolled
+back, its connection cut at commit, its process gone, the release lost with the database), and
+a retry takes it over at once. On SQLite such a claim is taken over after two minutes.
 """
 
 from __future__ import annotations
@@ -91,11 +96,12 @@ class Idempotency:
     ) -> Response:
         key = _valid_key(request.headers[HEADER])
         fingerprint = request_fingerprint(request.method, request.url.path, body)
-        replay = await self._claim(owner, key, fingerprint)
-        if replay is not None:
-            return replay
+        claimed = await self._claim(owner, key, fingerprint)
+        if isinstance(claimed, Response):
+            return claimed
         try:
             async with self._db.transaction() as conn:
+                await self._hold(conn, owner, key, claimed)
                 response = await operation(conn)
                 await self._store(conn, owner, key, response)
             return response
@@ -103,22 +109,25 @@ class Idempotency:
             await asyncio.shield(self._release(owner, key))
             raise
 
-    async def _claim(self, owner: str, key: str, request_hash: str) -> Response | None:
+    async def _claim(self, owner: str, key: str, request_hash: str) -> Response | datetime:
+        """The stored answer to replay, or the time of this request's new claim."""
         now = utcnow()
         try:
             async with self._db.transaction() as conn:
+                locking = conn.dialect.name == "postgresql"
                 row = (
                     (
                         await conn.execute(
                             select(table)
                             .where(table.c.owner == owner, table.c.key == key)
-                            .with_for_update()
+                            # A claim locked by its operation is in flight: the insert fails.
+                            .with_for_update(skip_locked=locking)
                         )
                     )
                     .mappings()
                     .first()
                 )
-                if row is not None and self._is_live(row, now):
+                if row is not None and self._is_live(row, now, locking):
                     return self._existing(row, request_hash)
                 if row is not None:
                     await conn.execute(
@@ -137,12 +146,33 @@ class Idempotency:
             raise IdempotencyInFlight(
                 "A request with this Idempotency-Key is in progress."
             ) from None
-        return None
+        return now
 
-    def _is_live(self, row: RowMapping, now: datetime) -> bool:
+    def _is_live(self, row: RowMapping, now: datetime, locking: bool) -> bool:
+        """Whether `row` stands: a stored answer within the TTL, or a claim still in flight
+        (on PostgreSQL one not locked by its operation is not: see the module's text)."""
         if row["state"] == "in_flight":
-            return bool(row["created_at"] > now - _ABANDONED_AFTER)
+            return not locking and bool(row["created_at"] > now - _ABANDONED_AFTER)
         return bool(row["created_at"] > now - self._ttl)
+
+    @staticmethod
+    async def _hold(conn: AsyncConnection, owner: str, key: str, claimed: datetime) -> None:
+        """PostgreSQL: lock this request's claim for the operation's transaction. A claim
+        taken over meanwhile (by a twin that found it not yet locked) is the twin's: a 409."""
+        if conn.dialect.name != "postgresql":
+            return
+        held = await conn.execute(
+            select(table.c.key)
+            .where(
+                table.c.owner == owner,
+                table.c.key == key,
+                table.c.created_at == claimed,
+                table.c.state == "in_flight",
+            )
+            .with_for_update()
+        )
+        if held.first() is None:
+            raise IdempotencyInFlight("A request with this Idempotency-Key is in progress.")
 
     @staticmethod
     def _existing(row: RowMapping, request_hash: str) -> Response:
