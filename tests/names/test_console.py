@@ -81,7 +81,8 @@ async def test_a_change_in_history_is_shown_by_its_names(api: Api) -> None:
     client = await sign_in(api)
     await in_arabic(client)
     page = await client.get(f"/console/units/{unit['id']}")
-    assert '<td dir="auto">القاهرة</td><td dir="auto">دبي</td>' in page.text
+    # The change in words, each value by its Arabic name, read right to left.
+    assert '<span title="city">المدينة</span>: <bdi dir="rtl">القاهرة ← دبي</bdi>' in page.text
 
 
 async def test_the_filter_takes_a_name_in_either_language(api: Api, town: str) -> None:
