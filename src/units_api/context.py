@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -18,6 +18,7 @@ from units_api.redis_link import RedisLink
 from units_api.units.counting import CountCache
 from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
+from units_api.website.cache import PageCache
 
 if TYPE_CHECKING:
     from units_api.auth.service import Authenticator
@@ -47,6 +48,8 @@ class AppContext:
     # Whether the database has the index of points with their time (migration 0016), as
     # looked up once at start (units.repository.located_by_time).
     located_by_time: bool = False
+    # The website's unit pages this process rendered lately (website/cache.py).
+    pages: PageCache = field(default_factory=PageCache)
 
     async def close_shared(self) -> None:
         """Closes the rate limiter, the remembered answers and the Redis they share."""

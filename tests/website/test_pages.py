@@ -328,3 +328,26 @@ async def test_one_address_is_limited(database_url: str) -> None:
         assert refused.status_code == 429
         assert int(refused.headers["retry-after"]) >= 1
         assert "طلبات كثيرة جدًا" in refused.text
+
+
+async def test_a_kept_page_follows_the_channels_and_display_names(api: Api) -> None:
+    place = town()
+    unit = await api.create_unit(**listed(city=place))
+    outlet = f"outlet-{uuid.uuid4().hex[:8]}"
+    await api.add_channel(outlet)
+    await publish(api, unit["id"], [outlet])
+    path = f"/listings/{unit['id']}"
+    assert (await page(api, path)).status_code == 410  # published, but to no website
+    await api.add_channel(outlet, "website")
+    shown = await page(api, path)
+    assert shown.status_code == 200
+    assert place in shown.text
+    named = await api.request(
+        "PUT", f"/api/v2/display-names/city/{place}", json={"en": "Lakeside", "ar": "ضفة البحيرة"}
+    )
+    assert named.status_code in (200, 201), named.text
+    again = await page(api, path)
+    assert "Lakeside" in again.text
+    assert "ضفة البحيرة" in (await page(api, f"/ar/listings/{unit['id']}")).text
+    await api.add_channel(outlet, "label")
+    assert (await page(api, path)).status_code == 410

@@ -109,6 +109,8 @@ class Names:
 
     def __init__(self, stored: Mapping[Key, Name]) -> None:
         self._stored = stored
+        # The same for the same names, whenever read: what a page made with them is kept by.
+        self.stamp = hash(frozenset((key, (name.en, name.ar)) for key, name in stored.items()))
 
     @classmethod
     def of(cls, rows: Iterable[RowMapping]) -> Names:

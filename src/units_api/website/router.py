@@ -22,13 +22,16 @@ from starlette.responses import Response
 from units_api.channels import links
 from units_api.channels.readiness import WEBSITE
 from units_api.channels.router import public_base
+from units_api.channels.service import Channel
 from units_api.clock import parse_time
 from units_api.context import AppContext, app_context
 from units_api.http.conditional import http_date, not_modified
 from units_api.http.etag import matches_tag
+from units_api.http.json import load_stored
 from units_api.http.ratelimit import per_address
 from units_api.http.rates import parse_rate
 from units_api.website import jsonld, repository, service
+from units_api.website.cache import Page
 from units_api.website.service import Site
 from units_api.website.words import WORDS
 
@@ -137,41 +140,61 @@ async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "
         return _message(request, language, 404, "not_found", "not_found_text")
     context = app_context(request)
     websites = await context.channels.of_kind(WEBSITE)
+    site = await _site(context, request, language)
     async with context.db.fast_read() as conn:
-        unit = await service.read_unit(conn, unit_id)
-    found = service.standing(unit, websites)
-    if unit is None:
+        stored = await service.read_stored(conn, unit_id)
+    if stored is None:
         async with context.db.read() as conn:
             was = await repository.deleted_unit(conn, unit_id)
-        found = "gone" if was is not None and was["publishing"]["publishedAt"] else "never"
-    if found == "never":
+        if was is not None and was["publishing"]["publishedAt"]:
+            return _message(request, language, 410, "gone", "gone_text")
         return _message(request, language, 404, "not_found", "not_found_text")
-    if found == "gone":
+    doc, version = stored
+    key = (unit_id, version, language, site.base, tuple(c.name for c in websites), site.names.stamp)
+    page = context.pages.get(key)
+    if page is None:
+        page = _render_unit(site, load_stored(doc), websites)
+        context.pages.put(key, page)
+    if page.standing == "never":
+        return _message(request, language, 404, "not_found", "not_found_text")
+    if page.standing == "gone":
         return _message(request, language, 410, "gone", "gone_text")
-    assert unit is not None
-    site = await _site(context, request, language)
-    seed = f"{unit_id}:{unit['version']}:{language}:{site.base}"
-    tag = '"' + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest() + '"'
-    modified = _modified(unit["updatedAt"])
-    headers = _cached(tag, modified)
-    if _current(request, tag, modified):
+    headers = _cached(page.tag, page.modified)
+    if _current(request, page.tag, page.modified):
         return Response(status_code=304, headers=headers)
+    return Response(
+        page.body,
+        media_type="text/html; charset=utf-8",
+        headers={**SECURITY, "Content-Language": language, **headers},
+    )
+
+
+def _render_unit(site: Site, unit: dict[str, Any], websites: list[Channel]) -> Page:
+    """A unit's page as the cache keeps it: its standing, and when live its HTML and tags."""
+    found = service.standing(unit, websites)
+    if found != "live":
+        return Page(found, b"", "", None)
+    language = site.language
+    seed = f"{unit['id']}:{unit['version']}:{language}:{site.base}"
+    tag = '"' + hashlib.blake2b(seed.encode(), digest_size=12).hexdigest() + '"'
     page = site.page(unit)
     description = (page["short"] or page["description"] or "")[:155] or " · ".join(
         part for part in (page["price"], page["type"], page["city"]) if part
     )
-    values = {
-        "title": f"{page['name']} · {page['city']}",
-        "description": description,
-        "canonical": page["url"],
-        "alternates": page["urls"],
-        "home": links.listings_url(site.base, language),
-        "other_url": page["urls"][_other(language)],
-        "other_language": _other(language),
-        "unit": page,
-        "jsonld": jsonld.script_text(jsonld.listing(unit, page)),
-    }
-    return _html("listing.html", 200, language, values, headers)
+    body = _template("listing.html").render(
+        language=language,
+        t=WORDS[language],
+        title=f"{page['name']} · {page['city']}",
+        description=description,
+        canonical=page["url"],
+        alternates=page["urls"],
+        home=links.listings_url(site.base, language),
+        other_url=page["urls"][_other(language)],
+        other_language=_other(language),
+        unit=page,
+        jsonld=jsonld.script_text(jsonld.listing(unit, page)),
+    )
+    return Page("live", body.encode(), tag, _modified(unit["updatedAt"]))
 
 
 async def _listings(request: Request, language: str) -> Response:

@@ -37,9 +37,10 @@ class BadSearch(ValueError):
     """A listings parameter that cannot be read; its message names it."""
 
 
-async def read_unit(conn: Connection, unit_id: uuid.UUID) -> dict[str, Any] | None:
-    found = await repository.fetch_doc(conn, unit_id)
-    return None if found is None else load_stored(found[0])
+async def read_stored(conn: Connection, unit_id: uuid.UUID) -> tuple[str, int] | None:
+    """A unit's stored record and its version, unparsed (a page kept for that version needs
+    no more)."""
+    return await repository.fetch_doc(conn, unit_id)
 
 
 def standing(unit: dict[str, Any] | None, websites: list[Channel]) -> Standing:

@@ -1,0 +1,49 @@
+"""Each process's copy of the unit pages it rendered lately, kept by everything a page is made
+of: the unit's id and version (a unit's every change is a new version), the language, the
+public base URL, the website channels and the display names in force. So a page is never
+served stale, and one asked again is neither parsed nor rendered: its stored bytes go out."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+Standing = Literal["live", "gone", "never"]
+Key = tuple[object, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    standing: Standing
+    body: bytes  # empty unless live
+    tag: str
+    modified: datetime | None
+
+
+class PageCache:
+    """Least recently used pages, up to `budget` bytes of bodies."""
+
+    def __init__(self, budget: int = 32 * 1024 * 1024) -> None:
+        self._budget = budget
+        self._used = 0
+        self._pages: OrderedDict[Key, Page] = OrderedDict()
+
+    def get(self, key: Key) -> Page | None:
+        page = self._pages.get(key)
+        if page is not None:
+            self._pages.move_to_end(key)
+        return page
+
+    def put(self, key: Key, page: Page) -> None:
+        if self._budget <= 0 or len(page.body) > self._budget // 8:
+            return
+        old = self._pages.pop(key, None)
+        if old is not None:
+            self._used -= len(old.body) + 200
+        self._pages[key] = page
+        self._used += len(page.body) + 200  # the key and the record, roughly
+        while self._used > self._budget and self._pages:
+            _, dropped = self._pages.popitem(last=False)
+            self._used -= len(dropped.body) + 200
