@@ -21,7 +21,7 @@ Deployed = tuple[dict[str, str], str, dict[str, str]]
 def serving(env: dict[str, str], port: int, log: Path | None = None) -> Iterator[str]:
     """`units-api serve` on `port`, its output in `log` (or nowhere): its base URL once it
     answers; stopped on the way out."""
-    process = _serve(env, port, log)
+    process = start_serve(env, port, log)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(base)
@@ -31,11 +31,12 @@ def serving(env: dict[str, str], port: int, log: Path | None = None) -> Iterator
         process.wait(timeout=20)
 
 
-def _serve(env: dict[str, str], port: int, log: Path | None) -> subprocess.Popen[bytes]:
+def start_serve(env: dict[str, str], port: int, log: Path | None) -> subprocess.Popen[bytes]:
+    """`units-api serve` on `port`, its output in `log` (appended; or nowhere), not waited for."""
     args = [*CLI, "serve", "--port", str(port)]
     if log is None:
         return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         return subprocess.Popen(args, env=env, stdout=out, stderr=out)
 
 

@@ -47,6 +47,7 @@ from units_api.events.router import router as events_router
 from units_api.exports.router import router as exports_router
 from units_api.feeds.router import router as feeds_router
 from units_api.http.direct import DirectRoutes, Prefixed
+from units_api.http.draining import drain_on_signals
 from units_api.http.idempotency import Idempotency
 from units_api.http.json import JSONResponse, dumps
 from units_api.http.middleware import RequestContextMiddleware
@@ -269,9 +270,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         background = start_background(context, listen=settings.run_jobs)
         pools = asyncio.create_task(watch_pools(context.db, background.stop))
         settle_collector()
+        # Inside uvicorn's start (its signal handlers are set), before it serves.
+        undrain = drain_on_signals(settings.shutdown_drain_seconds)
         try:
             yield
         finally:
+            undrain()
             await background.close()
             await pools
             metrics.process_ended()

@@ -100,6 +100,8 @@ class Settings(BaseSettings):
     client_timeout_seconds: float = Field(default=30.0, gt=0)
     # SIGTERM: requests in flight are given this long to finish.
     shutdown_grace_seconds: int = Field(default=30, ge=0)
+    # SIGTERM: before that, this long with /readyz a 503, for a proxy to take the server out.
+    shutdown_drain_seconds: float = Field(default=0.0, ge=0, le=300)
     access_log: bool = True
     # Requests counted and timed in /metrics (the gauges read from the database stay).
     request_metrics: bool = True

@@ -22,6 +22,7 @@ from units_api.errors import (
     Unauthorized,
 )
 from units_api.http.docs import ref
+from units_api.http.draining import draining
 from units_api.http.json import JSONResponse, dumps
 from units_api.metrics import CONTENT_TYPE
 from units_api.migrate import current_revision, head_revision
@@ -59,7 +60,11 @@ async def healthz() -> Response:
         "is current and the local files directory (UNITS_API_FILES_DIR: exports, uploaded "
         "imports, and the files being made for an object store) can be written; otherwise a "
         "503 problem that names which (the database with `Retry-After`). `/healthz` stays "
-        "200 meanwhile: the process is alive."
+        "200 meanwhile: the process is alive.\n\n"
+        "A server asked to stop (SIGTERM or SIGINT) with `UNITS_API_SHUTDOWN_DRAIN_SECONDS` "
+        "above 0 answers 503 here at once, for that long, while it goes on serving every other "
+        "request (each answer with `Connection: close`): a proxy's health check on this path "
+        "takes it out of rotation before it stops accepting connections."
     ),
     responses={
         **_json("Ready", status="string", database="string", migration="string"),
@@ -70,6 +75,8 @@ async def healthz() -> Response:
     },
 )
 async def readyz(request: Request) -> Response:
+    if draining():
+        raise ServiceUnavailable("The server is stopping: send requests to another one.")
     context = app_context(request)
     try:
         # Within the bound in all, waiting for a connection included.

@@ -6,6 +6,8 @@ phase has UNITS_API_CLIENT_TIMEOUT_SECONDS: a connection that sends nothing is c
 request whose headers or body do not arrive in time is answered 408 (problem+json) and its
 connection closed, and its handler, if it was waiting for the body, is told the client left.
 A slow client holds only its own connection: the event loop serves everyone else meanwhile.
+
+While the server drains before it stops (`draining.py`), every answer closes its connection.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from units_api.clock import duration_text
 from units_api.errors import PROBLEM_CONTENT_TYPE, RequestTimeout
+from units_api.http.draining import draining
 from units_api.http.json import dumps
 
 IDLE, HEADERS, BODY, RECEIVED = "idle", "headers", "body", "received"
@@ -75,6 +78,8 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
         self._arm(BODY)
+        if draining() and self.cycle is not None:
+            self.cycle.keep_alive = False  # answered with `Connection: close`
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
