@@ -135,6 +135,8 @@ async def test_an_override_of_a_built_in_name_falls_back_when_deleted(
         ("colour", "red", {"en": "Red", "ar": "أحمر"}, {"field"}),
         ("city", " ", {"en": "x", "ar": "y"}, {"value"}),
         ("city", "a\x00b", {"en": "x", "ar": "y"}, {"value"}),
+        ("location", "line\nbreak", {"en": "x", "ar": "y"}, {"value"}),
+        ("location", "a/b\r\n", {"en": "x", "ar": "y"}, {"value"}),
         ("city", "v" * (MAX_VALUE + 1), {"en": "x", "ar": "y"}, {"value"}),
         ("city", "x", {"en": "", "ar": "   "}, {"en", "ar"}),
         ("city", "x", {"en": "e" * (MAX_NAME + 1), "ar": "y"}, {"en"}),

@@ -351,3 +351,17 @@ async def test_a_kept_page_follows_the_channels_and_display_names(api: Api) -> N
     assert "ضفة البحيرة" in (await page(api, f"/ar/listings/{unit['id']}")).text
     await api.add_channel(outlet, "label")
     assert (await page(api, path)).status_code == 410
+
+
+async def test_any_slug_after_the_id_is_the_same_page(api: Api) -> None:
+    unit = await api.create_unit(**listed())
+    await publish(api, unit["id"])
+    for slug in ("garden-villa", "a/b/c", "line%0Abreak", "%D9%81%D9%8A%D9%84%D8%A7"):
+        answer = await page(api, f"/listings/{unit['id']}/{slug}")
+        assert answer.status_code == 200, slug
+        assert (
+            f'<link rel="canonical" href="http://units.test/listings/{unit["id"]}">' in answer.text
+        )
+    too_long = await page(api, f"/ar/listings/{unit['id']}/{'x' * 400}")
+    assert too_long.status_code == 404
+    assert too_long.headers["content-type"].startswith("text/html")

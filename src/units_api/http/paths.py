@@ -25,5 +25,19 @@ class CanonicalUUID(Convertor[uuid.UUID]):
         return str(value)
 
 
+class AnyText(Convertor[str]):
+    """The rest of the path, slashes and line breaks included (Starlette's `path` stops at a
+    line break): a value a handler checks itself, so a bad one is its 422, not a 404."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
 register_url_convertor("id", CanonicalUUID())
+register_url_convertor("text", AnyText())
 ID = "{id:id}"

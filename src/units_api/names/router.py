@@ -29,7 +29,7 @@ _MATCHING = (
     "space made one, case-insensitively (`New Cairo` and ` new cairo` are one value, stored "
     "as `new cairo`)."
 )
-_ONE = "/{field}/{value:path}"
+_ONE = "/{field}/{value:text}"
 Field = Annotated[
     str,
     Path(

@@ -275,7 +275,7 @@ async def listing_en(request: Request, unit_id: str) -> Response:
     return await _unit_page(request, "en", unit_id)
 
 
-@router.get("/listings/{unit_id}/{slug:path}")
+@router.get("/listings/{unit_id}/{slug:text}")
 async def listing_en_slug(request: Request, unit_id: str, slug: str) -> Response:
     return await _unit_page(request, "en", unit_id, slug)
 
@@ -285,7 +285,7 @@ async def listing_ar(request: Request, unit_id: str) -> Response:
     return await _unit_page(request, "ar", unit_id)
 
 
-@router.get("/ar/listings/{unit_id}/{slug:path}")
+@router.get("/ar/listings/{unit_id}/{slug:text}")
 async def listing_ar_slug(request: Request, unit_id: str, slug: str) -> Response:
     return await _unit_page(request, "ar", unit_id, slug)
 
