@@ -53,6 +53,21 @@ async def fetch_doc(conn: Connection, unit_id: uuid.UUID) -> tuple[str, int] | N
     return None if row is None else (row[0], row[1])
 
 
+_FETCH_VERSION_SQL = "SELECT version FROM units WHERE id = $1"
+
+
+async def fetch_version(conn: Connection, unit_id: uuid.UUID) -> int | None:
+    """A unit's version alone (its record is not read: what was made of that version may be
+    kept), or None when there is no such unit."""
+    if isinstance(conn, AsyncConnection):
+        query = select(units.c.version).where(units.c.id == unit_id)
+        found: int | None = (await conn.execute(query)).scalar_one_or_none()
+        return found
+    driver = await driver_connection(conn, alone=True)
+    version: int | None = await driver.fetchval(_FETCH_VERSION_SQL, unit_id)
+    return version
+
+
 _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
 
 

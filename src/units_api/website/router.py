@@ -141,20 +141,25 @@ async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "
     context = app_context(request)
     websites = await context.channels.of_kind(WEBSITE)
     site = await _site(context, request, language)
+    page = None
     async with context.db.fast_read() as conn:
-        stored = await service.read_stored(conn, unit_id)
-    if stored is None:
+        # The version first: a page kept for it needs nothing more read.
+        version = await service.read_version(conn, unit_id)
+        keep = (language, site.base, tuple(c.name for c in websites), site.names.stamp)
+        if version is not None:
+            page = context.pages.get((unit_id, version, *keep))
+        stored = None if version is None or page else await service.read_stored(conn, unit_id)
+    if version is None or (page is None and stored is None):
         async with context.db.read() as conn:
             was = await repository.deleted_unit(conn, unit_id)
         if was is not None and was["publishing"]["publishedAt"]:
             return _message(request, language, 410, "gone", "gone_text")
         return _message(request, language, 404, "not_found", "not_found_text")
-    doc, version = stored
-    key = (unit_id, version, language, site.base, tuple(c.name for c in websites), site.names.stamp)
-    page = context.pages.get(key)
     if page is None:
+        assert stored is not None
+        doc, version = stored
         page = _render_unit(site, load_stored(doc), websites)
-        context.pages.put(key, page)
+        context.pages.put((unit_id, version, *keep), page)
     if page.standing == "never":
         return _message(request, language, 404, "not_found", "not_found_text")
     if page.standing == "gone":

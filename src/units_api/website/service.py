@@ -37,6 +37,10 @@ class BadSearch(ValueError):
     """A listings parameter that cannot be read; its message names it."""
 
 
+async def read_version(conn: Connection, unit_id: uuid.UUID) -> int | None:
+    return await repository.fetch_version(conn, unit_id)
+
+
 async def read_stored(conn: Connection, unit_id: uuid.UUID) -> tuple[str, int] | None:
     """A unit's stored record and its version, unparsed (a page kept for that version needs
     no more)."""
