@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from units_api.filters.parser import quote
+
 LABEL: Final = "label"
 WEBSITE: Final = "website"
 META_CATALOG: Final = "meta-catalog"
@@ -113,10 +115,6 @@ _FILTER_TERMS: Final[Mapping[str, str]] = {
 }
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def live_filter(kind: str, names: list[str]) -> str:
     """The units live on any of the channels `names` (all of `kind`), as a unit filter for the
     list's machinery: published, not blocked, on one of them, lacking nothing the kind needs.
@@ -127,7 +125,7 @@ def live_filter(kind: str, names: list[str]) -> str:
     terms = [
         "status==published",
         "availability!=blocked",
-        "channel=in=(" + ",".join(_quoted(name) for name in names) + ")",
+        "channel=in=(" + ",".join(quote(name) for name in names) + ")",
         *(_FILTER_TERMS[name] for name in needed),
     ]
     return ";".join(terms)

@@ -17,6 +17,7 @@ from units_api.console.api import Answer
 from units_api.console.i18n import Language
 from units_api.console.messages import Message, friendly
 from units_api.console.web import PREFIX, Page, error_page, redirect, text_of
+from units_api.filters.parser import quote as filter_value
 
 CHANNELS_API = "/api/v2/channels"
 KINDS = ("label", "website", "meta-catalog")
@@ -161,8 +162,7 @@ async def delete_channel(page: Page) -> Response:
     found = await page.api.get(_path(name))
     if not found.ok:
         return error_page(page, found.status)
-    quoted = '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    query = {"p": f"channel=={quoted}", "limit": 1, "fields": "id"}
+    query = {"p": f"channel=={filter_value(name)}", "limit": 1, "fields": "id"}
     units = await page.api.get("/api/v2/units/", query, {"prefer": "count=exact"})
     count = (units.data.get("meta") or {}).get("total") if units.ok else None
     return page.render("channel_delete.html", channel=found.data, count=count)

@@ -25,8 +25,8 @@ from units_api.console.web import (
     signed_in,
     text_of,
 )
+from units_api.filters.parser import quote
 from units_api.names.service import Names
-from units_api.names.values import normalize
 from units_api.units.fields import SORTABLE
 from units_api.units.states import AVAILABILITY, PUBLISHING
 
@@ -44,11 +44,6 @@ LIST_FIELDS = (
 )
 
 
-def quoted(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
-
-
 def filter_of(asked: dict[str, str], names: Names) -> str:
     """The filter builder's choices and the raw filter, joined by AND into one expression. A
     city or type may be given by its display name in either language: it finds the values so
@@ -56,28 +51,21 @@ def filter_of(asked: dict[str, str], names: Names) -> str:
     parts: list[str] = []
     for field in ("city", "type"):
         if asked.get(field):
-            named = names.values_named(field, asked[field])
-            same = normalize(asked[field])
-            parts.append(_one_of(field, [asked[field], *(v for v in named if v != same)]))
+            parts.append(names.named_filter(field, asked[field]))
     if asked.get("status"):
         parts.append(f"status=={asked['status']}")
     if asked.get("availability"):
         parts.append(f"availability=={asked['availability']}")
     if asked.get("minPrice"):
-        parts.append(f"price=ge={quoted(asked['minPrice'])}")
+        parts.append(f"price=ge={quote(asked['minPrice'])}")
     if asked.get("maxPrice"):
-        parts.append(f"price=le={quoted(asked['maxPrice'])}")
+        parts.append(f"price=le={quote(asked['maxPrice'])}")
     box = [asked.get(name, "") for name in BOX_FIELDS]
     if all(box):
         parts.append(f"unitLocation=within=({','.join(box)})")
     if asked.get("p"):
         parts.append(f"({asked['p']})")
     return ";".join(parts)
-
-
-def _one_of(field: str, values: list[str]) -> str:
-    tests = [f"{field}=={quoted(value)}" for value in values]
-    return tests[0] if len(tests) == 1 else f"({','.join(tests)})"
 
 
 def _asked(request: Request) -> dict[str, str]:

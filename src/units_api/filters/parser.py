@@ -156,6 +156,11 @@ class _Parser:
         raise self.fail("unterminated quoted value", start)
 
 
+def quote(value: str) -> str:
+    """`value` as a quoted value of a filter, read back exactly (`"a \\"b\\""`)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def parse_filter(text: str, parameter: str = "p") -> Node:
     """Parse a filter expression; a syntax error is a 400 naming the parameter and position."""
     if not text.strip():

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import format_time, utcnow
 from units_api.db import Database
 from units_api.errors import Conflict, NotFound, ValidationFailed
+from units_api.filters.parser import quote
 from units_api.names import repository
 from units_api.names.builtin import BUILT_IN
 from units_api.names.schemas import DisplayNameWrite, NameKey
@@ -132,6 +133,13 @@ class Names:
         """Every value of `field` that has names, by value."""
         values = set(BUILT_IN.get(field, {})) | {v for f, v in self._stored if f == field}
         return [(value, found) for value in sorted(values) if (found := self.name(field, value))]
+
+    def named_filter(self, field: str, text: str) -> str:
+        """A filter term: `field` is `text`, or a value whose English or Arabic name `text`
+        is (so a city or type may be asked for by its display name in either language)."""
+        same = normalize(text)
+        values = [text, *(v for v in self.values_named(field, text) if v != same)]
+        return f"{field}=in=(" + ",".join(quote(value) for value in values) + ")"
 
     def values_named(self, field: str, text: str) -> list[str]:
         """The values of `field` whose English or Arabic name is `text`, compared as search

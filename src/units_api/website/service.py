@@ -242,22 +242,12 @@ def parse_search(query: dict[str, str]) -> Search:
     )
 
 
-def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _one_of(field: str, text: str, names: Names) -> str:
-    """`field` is the text, or a value whose English or Arabic name it is."""
-    values = list(dict.fromkeys([text, *names.values_named(field, text)]))
-    return f"{field}=in=(" + ",".join(_quoted(value) for value in values) + ")"
-
-
 def search_filter(search: Search, websites: list[Channel], names: Names) -> str:
     terms = [readiness.live_filter(WEBSITE, [channel.name for channel in websites])]
     if search.city:
-        terms.append(_one_of("city", search.city, names))
+        terms.append(names.named_filter("city", search.city))
     if search.type:
-        terms.append(_one_of("type", search.type, names))
+        terms.append(names.named_filter("type", search.type))
     if search.min_price is not None:
         terms.append(f"price>={search.min_price}")
     if search.max_price is not None:
