@@ -14,10 +14,13 @@ from units_api.channels import service
 from units_api.channels.readiness import NAME_PATTERN, rules_text
 from units_api.channels.schemas import ChannelPut
 from units_api.context import app_context
+from units_api.errors import RateLimited
 from units_api.http.body import read_json
 from units_api.http.docs import json_body, problems, success
 from units_api.http.json import JSONResponse
 from units_api.http.paths import ID
+from units_api.http.ratelimit import Decision, per_address
+from units_api.http.rates import parse_rate
 from units_api.validation import parse_model
 
 router = APIRouter(tags=["channels"])
@@ -32,6 +35,22 @@ def public_base(request: Request) -> str:
     """The public pages' base URL: the setting, or this request's own scheme and host."""
     configured = app_context(request).settings.public_base_url
     return configured or f"{request.url.scheme}://{request.url.netloc}"
+
+
+async def public_limit(request: Request) -> Decision:
+    """One request of the public pages, sitemaps and feeds against the per-address limit
+    (UNITS_API_PUBLIC_RATE_LIMIT)."""
+    context = app_context(request)
+    rate = parse_rate(context.settings.public_rate_limit)
+    return await per_address(context.limiter, request.client, rate)
+
+
+async def check_public_limit(request: Request) -> None:
+    """The per-address limit as a 429 problem with Retry-After (what is not a page)."""
+    decision = await public_limit(request)
+    if not decision.allowed:
+        retry = {"Retry-After": str(decision.reset)}
+        raise RateLimited("Too many requests from this address; wait, then ask.", headers=retry)
 
 
 @router.get(

@@ -10,18 +10,15 @@ from fastapi import APIRouter, Path, Request
 from starlette.responses import Response, StreamingResponse
 
 from units_api.channels.readiness import SOLD_KEPT
-from units_api.channels.router import public_base
+from units_api.channels.router import check_public_limit, public_base
 from units_api.clock import utcnow
 from units_api.context import app_context
-from units_api.errors import RateLimited
 from units_api.feeds import service
 from units_api.feeds.listings import DESCRIPTION_MAX, IMAGES_MAX, Channel
 from units_api.feeds.render import CSV_COLUMNS, FORMATS
 from units_api.http.compression import GzipStream, accepts_gzip
 from units_api.http.conditional import http_date, not_modified
 from units_api.http.docs import header, ref
-from units_api.http.ratelimit import per_address
-from units_api.http.rates import parse_rate
 
 router = APIRouter(tags=["feeds"])
 PREFIX = "/feeds"
@@ -108,14 +105,7 @@ def _parameters() -> dict[str, object]:
 async def _feed(request: Request, name: str, extension: str) -> Response:
     context = app_context(request)
     settings = context.settings
-    decision = await per_address(
-        context.limiter, request.client, parse_rate(settings.public_rate_limit)
-    )
-    if not decision.allowed:
-        retry = {"Retry-After": str(decision.reset)}
-        raise RateLimited(
-            "Too many requests from this address; wait, then ask again.", headers=retry
-        )
+    await check_public_limit(request)
     gzip = accepts_gzip(request.headers.get("accept-encoding"))
     async with context.db.read() as conn:
         row = await service.channel_for(conn, name, request.headers.get("authorization"))

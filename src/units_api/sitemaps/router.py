@@ -9,13 +9,11 @@ from collections.abc import AsyncIterator
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from units_api.channels.router import public_base
+from units_api.channels.router import check_public_limit, public_base
 from units_api.context import app_context
-from units_api.errors import NotFound, RateLimited
+from units_api.errors import NotFound
 from units_api.http.compression import GzipStream, accepts_gzip
 from units_api.http.etag import matches_tag
-from units_api.http.ratelimit import per_address
-from units_api.http.rates import parse_rate
 from units_api.sitemaps import service
 
 router = APIRouter(include_in_schema=False)
@@ -35,16 +33,6 @@ async def _gzipped(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     yield packer.finish()
 
 
-async def _limited(request: Request) -> None:
-    """The public per-address limit (UNITS_API_PUBLIC_RATE_LIMIT): a 429 once it is passed."""
-    context = app_context(request)
-    rate = parse_rate(context.settings.public_rate_limit)
-    decision = await per_address(context.limiter, request.client, rate)
-    if not decision.allowed:
-        retry = {"Retry-After": str(decision.reset)}
-        raise RateLimited("Too many requests from this address; wait, then ask.", headers=retry)
-
-
 def _xml(request: Request, body: AsyncIterator[bytes], tag: str) -> Response:
     headers = {"ETag": tag, "Cache-Control": CACHE, "Vary": "Accept-Encoding"}
     wanted = request.headers.get("if-none-match")
@@ -58,14 +46,14 @@ def _xml(request: Request, body: AsyncIterator[bytes], tag: str) -> Response:
 
 @router.api_route("/robots.txt", methods=["GET", "HEAD"])
 async def robots(request: Request) -> Response:
-    await _limited(request)
+    await check_public_limit(request)
     text = service.robots(public_base(request))
     return Response(text, media_type=TEXT, headers={"Cache-Control": CACHE})
 
 
 @router.get(service.INDEX_PATH)
 async def sitemap_index(request: Request) -> Response:
-    await _limited(request)
+    await check_public_limit(request)
     context = app_context(request)
     async with context.db.read() as conn:
         plan = await service.plan(conn, public_base(request))
@@ -74,7 +62,7 @@ async def sitemap_index(request: Request) -> Response:
 
 @router.get(service.FILES + "{name}")
 async def sitemap_file(request: Request, name: str) -> Response:
-    await _limited(request)
+    await check_public_limit(request)
     after = service.file_start(name)
     context = app_context(request)
     async with context.db.read() as conn:
@@ -86,7 +74,7 @@ async def sitemap_file(request: Request, name: str) -> Response:
 @router.api_route("/{name}.txt", methods=["GET", "HEAD"])
 async def indexnow_key(request: Request, name: str) -> Response:
     """The IndexNow key file, when UNITS_API_INDEXNOW_KEY is set: the key itself."""
-    await _limited(request)
+    await check_public_limit(request)
     key = app_context(request).settings.indexnow_key
     if key is None or name != key:
         raise NotFound(f"No route for {request.url.path}.")

@@ -21,15 +21,13 @@ from starlette.responses import Response
 
 from units_api.channels import links
 from units_api.channels.readiness import WEBSITE
-from units_api.channels.router import public_base
+from units_api.channels.router import public_base, public_limit
 from units_api.channels.service import Channel
 from units_api.clock import parse_time
 from units_api.context import AppContext, app_context
 from units_api.http.conditional import http_date, not_modified
 from units_api.http.etag import matches_tag
 from units_api.http.json import load_stored
-from units_api.http.ratelimit import per_address
-from units_api.http.rates import parse_rate
 from units_api.website import jsonld, repository, service
 from units_api.website.cache import Page
 from units_api.website.service import Site
@@ -101,9 +99,7 @@ def _message(
 
 async def _limited(request: Request, language: str) -> Response | None:
     """The per-address limit of the public pages: an HTML 429 once it is passed."""
-    context = app_context(request)
-    rate = parse_rate(context.settings.public_rate_limit)
-    decision = await per_address(context.limiter, request.client, rate)
+    decision = await public_limit(request)
     if decision.allowed:
         return None
     retry = str(decision.reset)
