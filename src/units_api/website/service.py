@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 from starlette.datastructures import URL
@@ -25,9 +25,9 @@ from units_api.units import listing, repository
 from units_api.units.fields import RELEVANCE, SortKey
 from units_api.units.schemas import MAX_QUERY_LENGTH
 from units_api.units.sorting import with_recency
+from units_api.website.cache import Standing
 from units_api.website.safe import http_url
 
-Standing = Literal["live", "gone", "never"]
 PAGE_SIZE = 24
 MAX_PAGE = listing.MAX_DEPTH // PAGE_SIZE
 MAX_TEXT = 200
@@ -47,12 +47,10 @@ async def read_stored(conn: Connection, unit_id: uuid.UUID) -> tuple[str, int] |
     return await repository.fetch_doc(conn, unit_id)
 
 
-def standing(unit: dict[str, Any] | None, websites: list[Channel]) -> Standing:
+def standing(unit: dict[str, Any], websites: list[Channel]) -> Standing:
     """Live on a website channel; gone (it was published once: unpublished, archived,
     blocked, taken off the website or no longer ready since); or never live (a draft, a
-    scheduled unit, an id no unit has)."""
-    if unit is None:
-        return "never"
+    scheduled unit). A unit no longer stored is judged by its deletion's event (router)."""
     now = utcnow()
     if any(readiness.live(WEBSITE, channel.name, unit, now) for channel in websites):
         return "live"
