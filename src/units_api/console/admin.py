@@ -49,28 +49,40 @@ def _status(answer: Answer | None) -> int:
     return 200 if answer is None or answer.ok else min(answer.status, 503)
 
 
-async def webhooks_page(page: Page) -> Response:
-    values = {"url": "", "description": "", "filter": "", "eventTypes": ["*"]}
+async def _create_then_list(
+    page: Page, api: str, body: dict[str, Any] | None, template: str, listed_as: str, **shown: Any
+) -> Response:
+    """A page that creates (webhooks, keys): `body` sent to `api` when the form was posted,
+    then a page of the list, shown as `listed_as` beside what was created, the API's errors
+    and the rest of what the page shows (`shown`)."""
     answer: Answer | None = None
     created: dict[str, Any] | None = None
-    if page.request.method == "POST":
-        form = await page.request.form()
-        values = _webhook_values(form)
-        body = {k: v for k, v in values.items() if v not in ("", [])}
-        answer = await page.api.send("POST", WEBHOOKS_API, orjson.dumps(body))
+    if body is not None:
+        answer = await page.api.send("POST", api, orjson.dumps(body))
         if answer.ok:
             created = answer.data
-    listed = await page.api.get(WEBHOOKS_API, _page_of(page))
+    listed = await page.api.get(api, _page_of(page))
+    shown[listed_as] = listed.data["data"] if listed.ok else []
     return page.render(
-        "webhooks.html",
+        template,
         201 if created else _status(answer),
-        webhooks=listed.data["data"] if listed.ok else [],
         next_cursor=listed.data.get("nextCursor") if listed.ok else None,
-        values=values,
         created=created,
-        event_types=("*", *EVENT_TYPES),
         errors=answer.errors if answer else {},
         problem=_problem(answer),
+        **shown,
+    )
+
+
+async def webhooks_page(page: Page) -> Response:
+    values = {"url": "", "description": "", "filter": "", "eventTypes": ["*"]}
+    body: dict[str, Any] | None = None
+    if page.request.method == "POST":
+        values = _webhook_values(await page.request.form())
+        body = {k: v for k, v in values.items() if v not in ("", [])}
+    types = ("*", *EVENT_TYPES)
+    return await _create_then_list(
+        page, WEBHOOKS_API, body, "webhooks.html", "webhooks", values=values, event_types=types
     )
 
 
@@ -145,8 +157,7 @@ async def webhook_action(page: Page) -> Response:
 async def keys_page(page: Page) -> Response:
     values: dict[str, Any] = {"name": "", "scopes": [], "policy": "", "rateLimit": ""}
     values["expiresAt"] = ""
-    answer: Answer | None = None
-    created: dict[str, Any] | None = None
+    body: dict[str, Any] | None = None
     if page.request.method == "POST":
         form = await page.request.form()
         values = {name: text_of(form, name) for name in ("name", "policy", "rateLimit")}
@@ -156,21 +167,9 @@ async def keys_page(page: Page) -> Response:
         body.setdefault("scopes", [])
         if values["expiresAt"] and len(values["expiresAt"]) == 16:
             body["expiresAt"] = f"{values['expiresAt']}:00Z"
-        answer = await page.api.send("POST", KEYS_API, orjson.dumps(body))
-        if answer.ok:
-            created = answer.data
-    listed = await page.api.get(KEYS_API, _page_of(page))
-    return page.render(
-        "keys.html",
-        201 if created else _status(answer),
-        keys=listed.data["data"] if listed.ok else [],
-        next_cursor=listed.data.get("nextCursor") if listed.ok else None,
-        values=values,
-        created=created,
-        scopes=ALL_SCOPES,
-        errors=answer.errors if answer else {},
-        problem=_problem(answer),
-        current=str(page.session.principal.key_id) if page.session else "",
+    current = str(page.session.principal.key_id) if page.session else ""
+    return await _create_then_list(
+        page, KEYS_API, body, "keys.html", "keys", values=values, scopes=ALL_SCOPES, current=current
     )
 
 
