@@ -7,6 +7,7 @@ frame."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,26 +17,28 @@ import units_api
 
 SOURCE = Path(units_api.__file__).parent
 PACKAGE = "units_api"
-# CONVENTIONS.md's ground floor, then the lower packages, in its order.
-GROUND_FLOOR = (
-    "errors",
-    "clock",
-    "ids",
-    "codes",
-    "metrics",
-    "tracing",
-    "logs",
-    "process",
-    "config",
-    "dburls",
-    "replicas",
-    "redis_link",
-    "outage",
-    "db",
-    "loop",
-)
-LOWER_PACKAGES = ("http", "filters", "search", "jobs", "job_kinds")
-BELOW_THE_DOMAINS = (*GROUND_FLOOR, *LOWER_PACKAGES)
+CONVENTIONS = Path(__file__).resolve().parent.parent / "CONVENTIONS.md"
+# A heading of the layout's floors, and an entry: its modules and packages, then what they hold.
+FLOOR_HEADING = re.compile(r"^  (ground floor|domains|the frame):", re.MULTILINE)
+ENTRY = re.compile(r"^  ([a-z_]+(?:\.py|/)(?:, [a-z_]+(?:\.py|/))*)", re.MULTILINE)
+
+
+def _layout() -> dict[str, list[str]]:
+    """CONVENTIONS' layout: each floor's modules and packages, by name."""
+    block = CONVENTIONS.read_text().split("## Layout", 1)[1].split("```")[1]
+    parts = FLOOR_HEADING.split(block)[1:]
+    return {
+        floor: [
+            name.rstrip("/").removesuffix(".py")
+            for m in ENTRY.finditer(text)
+            for name in m[1].split(", ")
+        ]
+        for floor, text in zip(parts[::2], parts[1::2], strict=True)
+    }
+
+
+# The layout's ground floor, with the lower packages (`http/`, `filters/`, `search/`, `jobs/`).
+BELOW_THE_DOMAINS = tuple(_layout()["ground floor"])
 
 
 def _module_name(path: Path) -> str:
@@ -145,7 +148,6 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 def test_the_ground_floor_and_the_lower_packages_import_nothing_above_them() -> None:
     graph = _graph()
-    assert set(BELOW_THE_DOMAINS) <= {_floor(module) for module in graph}  # no name misspelt
     wrong = sorted(
         f"{module} -> {target}"
         for module, targets in graph.items()
@@ -154,6 +156,15 @@ def test_the_ground_floor_and_the_lower_packages_import_nothing_above_them() -> 
         if _floor(target) not in BELOW_THE_DOMAINS
     )
     assert wrong == []
+
+
+def test_the_layout_names_every_module_and_package() -> None:
+    """Each top-level module and package is named once, on its floor, and each name is one."""
+    named = [name for names in _layout().values() for name in names]
+    present = [path.name.removesuffix(".py") for path in SOURCE.iterdir()]
+    present = [name for name in present if name.isidentifier() and not name.startswith("_")]
+    assert sorted(named) == sorted(present)
+    assert "errors" in BELOW_THE_DOMAINS and "jobs" in BELOW_THE_DOMAINS
 
 
 def test_the_graph_sees_a_cycle_through_a_lazy_import() -> None:
