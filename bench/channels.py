@@ -54,6 +54,7 @@ PUBLISH = """
 UPDATE units SET
   publishing_status = 'published',
   published_at = COALESCE(published_at, updated_at),
+  channels = '["website"]',
   doc = jsonb_set(
           jsonb_set(
             jsonb_set(doc::jsonb, '{publishing,status}', '"published"'),
@@ -61,11 +62,9 @@ UPDATE units SET
           '{publishing,publishedAt}',
           to_jsonb(to_char(COALESCE(published_at, updated_at) AT TIME ZONE 'UTC',
                            'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))::text
-WHERE NOT ((doc::jsonb -> 'publishing' -> 'channels') @> '["website"]'
-           AND publishing_status = 'published')
+WHERE NOT (channels::jsonb @> '["website"]' AND publishing_status = 'published')
   AND price > 0 AND city IS NOT NULL AND availability_status <> 'blocked'
-  AND (doc::jsonb ->> 'unitImageUrl' IS NOT NULL
-       OR jsonb_array_length(doc::jsonb -> 'gallery') > 0)
+  AND (has_unit_image_url OR has_gallery)
 """
 
 
@@ -94,7 +93,7 @@ async def publish_all(url: str) -> tuple[int, int]:
             await conn.execute("VACUUM ANALYZE units")
         live = await conn.fetchval(
             "SELECT count(*) FROM units WHERE publishing_status = 'published' "
-            "AND (doc::jsonb -> 'publishing' -> 'channels') @> '[\"website\"]'"
+            "AND channels::jsonb @> '[\"website\"]'"
         )
     finally:
         await conn.close()

@@ -90,8 +90,10 @@ async def publish_all(url: str) -> int:
     try:
         status = await conn.execute(
             "UPDATE units SET publishing_status = 'published', published_at = now(), "
+            "channels = $2, "
             "doc = regexp_replace(doc, '\"publishing\":\\{[^}]*\\}', '\"publishing\":' || $1)",
             publishing,
+            json.dumps(["website", CHANNEL]),
         )
         # As autovacuum would after such a change: the planner's statistics, the visibility map.
         await conn.execute("VACUUM ANALYZE units")

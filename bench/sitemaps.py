@@ -47,7 +47,7 @@ READY = {
     "unitImageUrl": "https://cdn.example.com/u/1.jpg",
 }
 PUBLISH_ALL = """
-UPDATE units SET publishing_status = 'published', published_at = now(),
+UPDATE units SET publishing_status = 'published', published_at = now(), channels = '["website"]',
     doc = jsonb_set(jsonb_set(doc::jsonb, '{publishing,status}', '"published"'),
                     '{publishing,channels}', '["website"]')::text
 WHERE publishing_status <> 'published'

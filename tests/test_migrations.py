@@ -25,10 +25,12 @@ from units_api.search.index import search_condition
 from units_api.search.words import SIGNATURE_COLUMNS, signature
 from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, new_availability, new_publishing
-from units_api.units.tables import LISTING_COLUMNS, units
+from units_api.units.tables import LISTING_COLUMNS, PRESENT_COLUMNS, units
 from units_api.units.validation import validate_unit
 
 LISTING_FIELDS = tuple(LISTING_COLUMNS)
+# The columns 0026 added.
+AFTER_0025 = ("channels", *PRESENT_COLUMNS.values())
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -53,7 +55,7 @@ async def insert_old_unit(url: str) -> None:
     now = utcnow()
     record = UnitRecord(uuid7(), 1, now, now, fields, new_publishing(), new_availability(now))
     # As 0001 stored it: without 0010's point or 0021's listing fields, in its record or columns.
-    newer = ("lng", "lat", *LISTING_COLUMNS.values())
+    newer = ("lng", "lat", *LISTING_COLUMNS.values(), *AFTER_0025)
     columns = {k: v for k, v in record.columns().items() if k not in newer}
     columns["doc"] = dumps_plain(
         {k: v for k, v in record.document().items() if k not in LISTING_FIELDS}
@@ -122,7 +124,7 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0025"
+    assert head_revision() == "0026"
 
 
 def _row(doc: str) -> dict[str, object]:
@@ -180,18 +182,20 @@ def test_without_leave_to_create_btree_gist_there_is_no_index_by_time() -> None:
             asyncio.run(_admin(url, f'DROP OWNED BY "{role}" CASCADE', f'DROP ROLE "{role}"'))
 
 
-async def insert_published_units(url: str, channel_lists: list[list[str]]) -> None:
-    """Units as 0021 stored them, each published to the channels given, any names."""
+async def insert_published_units(
+    url: str, channel_lists: list[list[str]], fields: dict[str, object] | None = None
+) -> None:
+    """Units as 0021 to 0025 stored them, each published to the channels given (any names),
+    with `fields` beside a name and a type."""
     db = Database(create_engine(url, 1))
     now = utcnow()
     async with db.transaction() as conn:
         for names in channel_lists:
-            fields = validate_unit({"name": "Listed Villa", "type": "villa"})
+            valid = validate_unit({"name": "Listed Villa", "type": "villa", **(fields or {})})
             publishing = {**new_publishing(), "status": "published", "channels": names}
-            record = UnitRecord(uuid7(), 1, now, now, fields, publishing, new_availability(now))
-            await conn.execute(
-                units.insert(), {"id": record.id, "created_at": now, **record.columns()}
-            )
+            record = UnitRecord(uuid7(), 1, now, now, valid, publishing, new_availability(now))
+            columns = {k: v for k, v in record.columns().items() if k not in AFTER_0025}
+            await conn.execute(units.insert(), {"id": record.id, "created_at": now, **columns})
     await db.dispose()
 
 
@@ -219,3 +223,45 @@ def test_every_channel_name_already_used_becomes_a_label(empty_database: str) ->
     command.downgrade(config, "0021")
     command.upgrade(config, "head")
     assert asyncio.run(stored_channels(empty_database))["app"] == "label"
+
+
+def test_channels_and_set_fields_are_filled_in_from_the_records(empty_database: str) -> None:
+    """0026 fills the columns a channel's rules read from each stored record: the filters that
+    read them find what they found in the records before."""
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0025")
+    pictured = {"unitImageUrl": "https://cdn.example.com/a.jpg", "unitDesc": "Sea view"}
+    asyncio.run(insert_published_units(empty_database, [["website", "app"], ["app"]], pictured))
+    galleried = {"gallery": ["https://cdn.example.com/b.jpg"], "unitShortDesc": "Garden"}
+    asyncio.run(insert_published_units(empty_database, [["website"]], galleried))
+    asyncio.run(insert_published_units(empty_database, [[]]))
+    filters = {
+        "channel==website": 2,
+        "channel=in=(app,partner)": 2,
+        "channel!=app": 2,
+        "unitImageUrl=null=false": 2,
+        "unitImageUrl=null=true": 2,
+        "gallery=null=false": 1,
+        "unitDesc=null=false": 2,
+        "unitShortDesc=null=false": 1,
+        "(unitImageUrl=null=false,gallery=null=false);channel==website": 2,
+    }
+    command.upgrade(config, "head")
+    assert {text: asyncio.run(count_filtered(empty_database, text)) for text in filters} == filters
+    assert sorted(asyncio.run(_channel_columns(empty_database))) == sorted(
+        [
+            ("[]", False, False, False, False),
+            ('["app"]', True, False, True, False),
+            ('["website","app"]', True, False, True, False),
+            ('["website"]', False, True, False, True),
+        ]
+    )
+
+
+async def _channel_columns(url: str) -> list[tuple[object, ...]]:
+    """Each unit's 0026 columns, the channels as compact JSON."""
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        rows = (await conn.execute(select(*(units.c[name] for name in AFTER_0025)))).all()
+    await db.dispose()
+    return [(dumps_plain(load_stored(row[0])).decode(), *map(bool, row[1:])) for row in rows]

@@ -15,32 +15,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.channels.readiness import live_filter
 from units_api.clock import format_time, parse_time
 from units_api.filters.parser import parse_filter
-from units_api.filters.tree import And, Node, comparisons
 from units_api.units.counting import CHANGE_VERSION
-from units_api.units.filtering import UNIT_CATALOGUE, unit_condition
+from units_api.units.filtering import unit_condition
 from units_api.units.tables import unit_history, units
 
 
-def _on_columns(node: Node) -> bool:
-    """Whether the table's own columns answer `node` (no comparison reads the document)."""
-    fields = UNIT_CATALOGUE.fields
-    return all(
-        fields[found.selector].column is not None or fields[found.selector].location is not None
-        for found in comparisons(node)
-    )
-
-
 @lru_cache(maxsize=64)
-def candidates(kind: str, dialect: str) -> ColumnElement[bool]:
-    """The part of a kind's live filter that the units table answers from its columns
-    (published, not blocked, price, city, location, country, a map position). The rest (the
-    channel, an image, a description) is in the document, which PostgreSQL would parse as
-    JSONB for every row, several times: ten times slower over a million units (measured);
-    the feed judges each candidate with the one-unit rules instead (`readiness.live`)."""
-    tree = parse_filter(live_filter(kind, ["any"]))
-    assert isinstance(tree, And)
-    kept = tuple(child for child in tree.children if _on_columns(child))
-    return unit_condition(And(kept), dialect)
+def candidates(kind: str, name: str, dialect: str) -> ColumnElement[bool]:
+    """The units live on channel `name` of `kind`, as the units table's columns tell (its
+    channels, and whether each field the kind needs is set); the feed still judges each
+    one with the one-unit rules (`readiness.live`: a sale's 30 days)."""
+    return unit_condition(parse_filter(live_filter(kind, [name])), dialect)
 
 
 def _after(after: uuid.UUID | None) -> ColumnElement[bool]:

@@ -45,7 +45,10 @@ class Field:
 
     `path` leads from the document, or from each element of the array at `array` when that is
     set (an empty path then means the elements themselves). `column` names a column of the
-    catalogue's table holding the same value, which SQL compares instead of the document.
+    catalogue's table holding the same value, which SQL compares instead of the document (for
+    an array, the array as JSON text). `present` names a boolean column that is true when the
+    field holds a value (an array: an element that is not null), which SQL reads for `=null=`
+    where it answers it (`answers_null`).
     A "location" field's path leads to a GeoJSON Point's coordinates, and SQL reads it at
     `location`. A `lowercase` text field only ever holds lower-case values (a status the
     server writes), so SQL matches its column as it is, without lower(), and its index serves.
@@ -57,6 +60,12 @@ class Field:
     array: tuple[str, ...] | None = None
     location: Location | None = None
     lowercase: bool = False
+    present: str | None = None
+
+    def answers_null(self, wanted: bool) -> bool:
+        """Whether the presence column answers `=null=<wanted>`: for a scalar always; for an
+        array (where `=null=true` asks for a null element) only `=null=false`."""
+        return self.present is not None and (self.array is None or not wanted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +81,10 @@ def model_fields(
     model: type[BaseModel],
     columns: Mapping[str, str] = MappingProxyType({}),
     server: Mapping[str, Field] = MappingProxyType({}),
+    present: Mapping[str, str] = MappingProxyType({}),
 ) -> Mapping[str, Field]:
-    """The fields of documents shaped like `model`, plus the `server` fields the model lacks.
+    """The fields of documents shaped like `model`, plus the `server` fields the model lacks;
+    `present[name]` is the field's presence column (`Field.present`).
 
     Selectors are every scalar property (stored in `columns[name]` when it has one), every
     array of scalars, and one level down, the scalars of each object and of each array of
@@ -85,7 +96,9 @@ def model_fields(
     for name, prop in schema["properties"].items():
         kind = _kind(prop)
         if kind:
-            fields[name] = Field(kind, column=columns.get(name), path=(name,))
+            fields[name] = Field(
+                kind, column=columns.get(name), path=(name,), present=present.get(name)
+            )
             continue
         shape = _non_null(prop)
         if shape.get("type") == "array":
@@ -93,7 +106,7 @@ def model_fields(
             if "$ref" not in items:
                 item_kind = _kind(items)
                 if item_kind:
-                    fields[name] = Field(item_kind, array=(name,))
+                    fields[name] = Field(item_kind, array=(name,), present=present.get(name))
                 continue
             for key, kind in _scalars(definitions, items):
                 fields[f"{name}.{key}"] = Field(kind, path=(key,), array=(name,))

@@ -1,8 +1,9 @@
 """Translating a filter tree to a SQLAlchemy condition, on SQLite and PostgreSQL.
 
-Values are always bound parameters. A field with a column compares it directly; others are
-read from the stored document with the dialect's JSON functions; a path into an array
-matches when ANY element does (an EXISTS over the array's elements). `filters.evaluate`
+Values are always bound parameters. A field with a column compares it directly (an array's
+column holds it as JSON text), and `=null=` reads a field's presence column when it has one;
+others are read from the stored document with the dialect's JSON functions; a path into an
+array matches when ANY element does (an EXISTS over the array's elements). `filters.evaluate`
 judges documents by the same rules in Python.
 
 Null semantics, per value (and per element for arrays): `==`, ordering and `=in=` are false
@@ -78,6 +79,9 @@ class Translator:
             if node.operator in geo.SHAPES:
                 self.placed[node] = (field.location, values[0])
             return self._location(field.location, node.operator, values)
+        if node.operator == "null" and field.present and field.answers_null(values[0]):
+            present = self.table.c[field.present]
+            return not_(present) if values[0] else present
         if field.array is not None:
             return self._any_element(field, node.operator, values)
         return self._compare(
@@ -105,19 +109,25 @@ class Translator:
 
     def _any_element(self, field: Field, op: str, values: list[Any]) -> ColumnElement[bool]:
         assert field.array is not None
+        stored = self.table.c[field.column] if field.column is not None else None
         if self.dialect == "postgresql":
-            array = func.coalesce(
-                func.jsonb_extract_path(self._record(), *(literal(p) for p in field.array)),
-                literal("[]", JSONB),
-            )
+            array: Any
+            if stored is not None:
+                array = cast(stored, JSONB)
+            else:
+                array = func.coalesce(
+                    func.jsonb_extract_path(self._record(), *(literal(p) for p in field.array)),
+                    literal("[]", JSONB),
+                )
             unnest = func.jsonb_array_elements if field.path else func.jsonb_array_elements_text
             elements = unnest(array).table_valued("value").alias("element")
         else:
-            elements = (
-                func.json_each(self._record(), "$." + ".".join(field.array))
-                .table_valued("value")
-                .alias("element")
+            each = (
+                func.json_each(stored)
+                if stored is not None
+                else func.json_each(self._record(), "$." + ".".join(field.array))
             )
+            elements = each.table_valued("value").alias("element")
         element = elements.c.value
         value = self._json_value(element, field.path, field.kind) if field.path else element
         matches = self._compare(value, field.kind, op, values)

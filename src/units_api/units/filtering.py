@@ -13,7 +13,7 @@ from units_api.filters.maps import MapPlan
 from units_api.filters.sql import to_condition, translate
 from units_api.filters.tree import Node
 from units_api.units.schemas import UnitFields
-from units_api.units.tables import FIELD_COLUMNS, units
+from units_api.units.tables import FIELD_COLUMNS, PRESENT_COLUMNS, units
 
 _SERVER_FIELDS = {
     "id": Field("uuid", column="id", path=("id",)),
@@ -26,7 +26,8 @@ _SERVER_FIELDS = {
     "availability": Field(
         "text", column="availability_status", path=("availability", "status"), lowercase=True
     ),
-    "channel": Field("text", array=("publishing", "channels")),
+    # Also in the `channels` column, as a JSON array (units/changes.py writes it; 0026).
+    "channel": Field("text", array=("publishing", "channels"), column="channels"),
     # Map search: the GeoJSON Point's coordinates, in the lng and lat columns; on SQLite
     # indexed in the R*Tree `unit_locations`, keyed as the search table is
     # (units/changes.py writes both; migration 0010).
@@ -38,7 +39,9 @@ _SERVER_FIELDS = {
 }
 
 UNIT_CATALOGUE = Catalogue(
-    fields=model_fields(UnitFields, columns=FIELD_COLUMNS, server=_SERVER_FIELDS),
+    fields=model_fields(
+        UnitFields, columns=FIELD_COLUMNS, server=_SERVER_FIELDS, present=PRESENT_COLUMNS
+    ),
     table=units,
     document="doc",
 )

@@ -15,7 +15,15 @@ from units_api.filters.geo import point
 from units_api.http.json import dumps_plain, load_stored
 from units_api.ids import uuid7
 from units_api.units.schemas import EDITABLE_FIELDS
-from units_api.units.tables import FIELD_COLUMNS
+from units_api.units.tables import FIELD_COLUMNS, PRESENT_COLUMNS
+
+
+def _present(value: Any) -> bool:
+    """Whether a field holds a value, as a filter's `=null=false` asks: an array, an element
+    that is not null."""
+    if isinstance(value, list):
+        return any(item is not None for item in value)
+    return value is not None
 
 
 def new_publishing() -> dict[str, Any]:
@@ -74,6 +82,9 @@ class UnitRecord:
         location = self.fields.get("unitLocation")
         located = point(location.get("coordinates") if isinstance(location, dict) else None)
         values["lng"], values["lat"] = located or (None, None)
+        values["channels"] = dumps_plain(self.publishing["channels"]).decode()
+        for field, column in PRESENT_COLUMNS.items():
+            values[column] = _present(self.fields.get(field))
         return values
 
     @classmethod

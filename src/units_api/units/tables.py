@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Double,
     Index,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     Uuid,
+    false,
     func,
     text,
 )
@@ -47,6 +49,15 @@ FIELD_COLUMNS = {
     "startingPrice": "starting_price",
     "maxPrice": "max_price",
     **LISTING_COLUMNS,
+}
+
+# The fields a channel's rules ask whether they are set (`channels.readiness`), each with a
+# column that says so (migration 0026), which filters read for `=null=` (`Field.present`).
+PRESENT_COLUMNS = {
+    "unitImageUrl": "has_unit_image_url",
+    "gallery": "has_gallery",
+    "unitDesc": "has_unit_desc",
+    "unitShortDesc": "has_unit_short_desc",
 }
 
 units = Table(
@@ -84,6 +95,14 @@ units = Table(
     Column("bathrooms", Integer),
     Column("completion_status", String(10)),
     Column("handover_date", String(10)),
+    # The channels the unit is published or scheduled to (`publishing.channels`), as a JSON
+    # array, and whether each field of PRESENT_COLUMNS is set (0026): a channel's rules read
+    # them, not the document.
+    Column("channels", Text, nullable=False, server_default="[]"),
+    *(
+        Column(name, Boolean, nullable=False, server_default=false())
+        for name in PRESENT_COLUMNS.values()
+    ),
     Index("ix_units_created_at_id", "created_at", "id"),
     Index("ix_units_updated_at_id", "updated_at", "id"),
     Index("ix_units_city_price", "city", "price"),
