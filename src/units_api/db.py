@@ -27,7 +27,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from units_api import dburls, metrics, tracing
-from units_api.errors import DatabaseUnavailable
+from units_api.errors import DatabaseUnavailable, StorageFull, StorageUnavailable
 from units_api.filters.geo import sqlite_distance, sqlite_inside
 from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
@@ -64,6 +64,24 @@ UNAVAILABLE = (
 # Errors that are the database's to answer for whatever they say: SQLite busy or locked, no
 # connection of the pool free in time.
 BUSY = (OperationalError, InterfaceError, PoolTimeout)
+
+# SQLite's words for a database file that cannot grow or be written (sqlite3 reports both as
+# OperationalError): storage problems, not an unreachable database.
+_SQLITE_STORAGE = {"database or disk is full": StorageFull, "disk I/O error": StorageUnavailable}
+
+
+def disk_fault(exc: BaseException) -> StorageUnavailable | None:
+    """SQLite's database file full or failing, as `exc` (the driver's error, or SQLAlchemy's
+    around it) says: its 507 problem; None for any other error."""
+    message = str(getattr(exc, "orig", None) or exc)
+    for words, problem in _SQLITE_STORAGE.items():
+        if words in message:
+            return problem(
+                f"The database could not be written: {words}. What was being written was not "
+                "kept; try again once the disk has room or works again."
+            )
+    return None
+
 
 # Set by `unbounded`: the statements of this task may run as long as they need.
 _UNBOUNDED: ContextVar[bool] = ContextVar("units_api_unbounded", default=False)
