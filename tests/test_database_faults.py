@@ -216,6 +216,36 @@ async def _in_process(pair: Pair, files_dir: str, bound: float = BOUND) -> Async
         yield api
 
 
+async def test_a_statement_out_of_time_on_a_healthy_database_fails_no_other_request(
+    primary: Pair, files_dir: str
+) -> None:
+    """One unit's row locked, so a delete of it waits out the bound and is a 503; the
+    database answers everything else meanwhile and right after, so no other request is
+    refused as if the database were out of reach (`outage.py`: the probe answered)."""
+    tag = f"slow-{uuid.uuid4().hex[:8]}"
+    url = primary.primary_url
+    async with _in_process(primary, files_dir, bound=1.0) as api:
+        held = await api.create_unit(name="Held Villa", subProjectId=tag)
+        free = await api.create_unit(name="Free Villa", subProjectId=tag)
+        locker = await asyncpg.connect(url)
+        answers: list[httpx.Response] = []
+        try:
+            await locker.execute("BEGIN")
+            await locker.execute("SELECT 1 FROM units WHERE id = $1 FOR UPDATE", held["id"])
+            slow = asyncio.create_task(api.request("DELETE", f"{UNITS}{held['id']}"))
+            while not slow.done():
+                answers.append(await api.request("GET", f"{UNITS}{free['id']}"))
+            _assert_unavailable(await slow, primary)
+            answers.append(await api.request("GET", f"{UNITS}{free['id']}"))
+            answers.append(await api.request("GET", UNITS, params={"p": f"subProjectId=={tag}"}))
+            answers.append(await _create(api.client, tag, **api.auth()))
+        finally:
+            await locker.close()
+        assert [answer.status_code for answer in answers if answer.status_code >= 300] == []
+        assert api.context.db.outage is not None and not api.context.db.outage.known
+        assert (await api.request("GET", f"{UNITS}{held['id']}")).status_code == 200
+
+
 async def test_connections_ended_by_the_database_are_not_handed_to_reads(
     primary: Pair, files_dir: str
 ) -> None:

@@ -16,15 +16,18 @@ from pathlib import Path
 
 import orjson
 import pytest
+from sqlalchemy import update
 
 from tests.conftest import Api, claim_first, start_api, unit_body
 from tests.exports.test_exports import EXPORTS, finished
 from tests.jobs.test_execution import LEASE, Lines
 from units_api.background import JOBS
+from units_api.clock import utcnow
 from units_api.config import Settings
 from units_api.http.json import dumps
 from units_api.jobs import queue
 from units_api.jobs.execution import run_claimed
+from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
 from units_api.migrate import upgrade
 
@@ -231,3 +234,54 @@ async def test_an_export_on_a_full_disk_fails_at_once_and_logs_no_space(
         assert logged["message"] == "job failed" and "exception" not in logged
         assert "no space left on device" in logged["error"]
         assert disk.leftovers(".") == ["filler"]
+
+
+async def test_an_import_into_sqlite_on_a_full_disk_waits_for_space_and_writes_no_row_twice(
+    disk: Disk, database_on_disk: Path, files_dir: str
+) -> None:
+    """The database's disk full, the import's job cannot even be failed: it is left to its
+    lease (neither failed as unexpected nor queued again while the disk is full), claimed
+    again once space is freed, and finished with every row written once."""
+    url = f"sqlite:///{database_on_disk}"
+    settings = Settings(database_url=url, access_log=False, files_dir=files_dir, run_jobs=False)
+    async for api in start_api(settings):
+        db = api.context.db
+        project = f"imp-{uuid.uuid4().hex[:10]}"
+        rows = f"Garden Villa,villa,Cairo,1000,{project}\n".encode() * 600
+        csv = b"name,type,city,price,subProjectId\n" + rows
+        upload = await api.request("POST", IMPORTS, files={"file": ("units.csv", csv)})
+        assert upload.status_code == 202, upload.text
+        job_id = uuid.UUID(upload.json()["id"])
+        claim = await claim_first(api, job_id, "import")
+        disk.fill()
+        lines = Lines()
+        logger = logging.getLogger("units_api.jobs.execution")
+        logger.addHandler(lines)
+        try:
+            await run_claimed(JobContext(db, settings, api.context.storage, claim, LEASE), JOBS)
+        finally:
+            logger.removeHandler(lines)
+        async with db.read() as conn:
+            row = await queue.get(conn, job_id)
+        assert row is not None and row["status"] == "running" and row["error"] is None
+        (line,) = [line for line in lines.lines if str(job_id) in line]
+        logged = orjson.loads(line)
+        assert "exception" not in logged and "unexpected" not in line
+        assert logged["error"].startswith("storage-full: ")
+        assert "database or disk is full" in logged["error"]
+
+        disk.free()
+        async with db.transaction() as conn:  # its lease runs out
+            await conn.execute(update(jobs).where(jobs.c.id == job_id).values(lease_until=utcnow()))
+        claim = await claim_first(api, job_id, "import")
+        assert claim.attempt == 2
+        await run_claimed(JobContext(db, settings, api.context.storage, claim, LEASE), JOBS)
+        job = (await api.request("GET", f"{IMPORTS}/{job_id}")).json()
+        assert job["status"] == "succeeded", job["error"]
+        assert job["rowsCreated"] == 600 and job["rowsFailed"] == 0
+    with sqlite3.connect(database_on_disk) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        count = conn.execute(
+            "SELECT count(*) FROM units WHERE sub_project_id = ?", (project,)
+        ).fetchone()
+        assert count == (600,)

@@ -31,7 +31,7 @@ from units_api.console.sessions import Sessions
 from units_api.context import AppContext
 from units_api.db import BUSY as DATABASE_BUSY
 from units_api.db import UNAVAILABLE as DATABASE_UNAVAILABLE
-from units_api.db import Database, create_engine
+from units_api.db import Database, create_engine, disk_fault
 from units_api.errors import (
     PROBLEM_CONTENT_TYPE,
     ApiError,
@@ -39,8 +39,6 @@ from units_api.errors import (
     InvalidParameter,
     MethodNotAllowed,
     NotFound,
-    StorageFull,
-    StorageUnavailable,
     bound_error,
 )
 from units_api.events.router import router as events_router
@@ -186,27 +184,11 @@ async def _request_validation(request: Request, exc: Exception) -> Response:
     return problem_response(request, InvalidParameter(name, str(first.get("msg", "is invalid"))))
 
 
-# SQLite's words for a database file that cannot grow or be written (sqlite3 reports both as
-# OperationalError): storage problems, not an unreachable database.
-_SQLITE_STORAGE = {"database or disk is full": StorageFull, "disk I/O error": StorageUnavailable}
-
-
-def _database_storage(exc: Exception) -> ApiError | None:
-    message = str(getattr(exc, "orig", None) or exc)
-    for words, problem in _SQLITE_STORAGE.items():
-        if words in message:
-            return problem(
-                f"The database could not be written: {words}. Nothing was changed; try again "
-                "once the disk has room or works again."
-            )
-    return None
-
-
 async def _database_error(request: Request, exc: Exception) -> Response:
     """The database busy (SQLite) or out of reach: a 503, the detail in the log only; its
     disk full or failing (SQLite): a 507. A read whose connection broke under it is run
     again first, once (`http/reads.py`); a statement's own fault stays the 500 it is."""
-    if (storage := _database_storage(exc)) is not None:
+    if (storage := disk_fault(exc)) is not None:
         log.warning("database not written", extra={"error": storage.detail})
         return problem_response(request, storage)
     if not isinstance(exc, DATABASE_BUSY) and not unreachable(exc):

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -27,7 +28,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from units_api import dburls, metrics, tracing
-from units_api.errors import DatabaseUnavailable
+from units_api.errors import DatabaseUnavailable, StorageFull, StorageUnavailable
 from units_api.filters.geo import sqlite_distance, sqlite_inside
 from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
@@ -64,6 +65,24 @@ UNAVAILABLE = (
 # Errors that are the database's to answer for whatever they say: SQLite busy or locked, no
 # connection of the pool free in time.
 BUSY = (OperationalError, InterfaceError, PoolTimeout)
+
+# SQLite's words for a database file that cannot grow or be written (sqlite3 reports both as
+# OperationalError): storage problems, not an unreachable database.
+_SQLITE_STORAGE = {"database or disk is full": StorageFull, "disk I/O error": StorageUnavailable}
+
+
+def disk_fault(exc: BaseException) -> StorageUnavailable | None:
+    """SQLite's database file full or failing, as `exc` (the driver's error, or SQLAlchemy's
+    around it) says: its 507 problem; None for any other error."""
+    message = str(getattr(exc, "orig", None) or exc)
+    for words, problem in _SQLITE_STORAGE.items():
+        if words in message:
+            return problem(
+                f"The database could not be written: {words}. What was being written was not "
+                "kept; try again once the disk has room or works again."
+            )
+    return None
+
 
 # Set by `unbounded`: the statements of this task may run as long as they need.
 _UNBOUNDED: ContextVar[bool] = ContextVar("units_api_unbounded", default=False)
@@ -317,6 +336,14 @@ async def _reset_session(connection: asyncpg.Connection) -> None:
         await connection.execute("ROLLBACK")
 
 
+@dataclass(slots=True)
+class _Reach:
+    """Whether work on the database got its connection: a wait that ran out after that was a
+    statement's, not one to reach the database (`outage.py`)."""
+
+    reached: bool = False
+
+
 class Database:
     """The engine plus the ways the service talks to it.
 
@@ -362,26 +389,29 @@ class Database:
         )
 
     @asynccontextmanager
-    async def _guarded(self) -> AsyncIterator[None]:
+    async def _guarded(self) -> AsyncIterator[_Reach]:
         """Work on the primary, known to be out of reach or not (`outage.py`): while it is,
         a request fails at once (DatabaseUnavailable) rather than wait out the bound; a wait
-        that runs out in the work starts an outage."""
+        that runs out in the work is told to the outage, with whether the work had its
+        connection (`_Reach.reached`, set by the work once it has)."""
+        reach = _Reach()
         outage = self.outage
         if outage is None:
-            yield
+            yield reach
             return
         if outage.known and not _UNBOUNDED.get():
             raise DatabaseUnavailable()
         try:
-            yield
+            yield reach
         except BaseException as error:
-            outage.found(error)
+            outage.found(error, reach.reached)
             raise
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads; on PostgreSQL it runs without BEGIN/COMMIT round trips."""
-        async with self._guarded(), _read_connection(self.engine) as conn:
+        async with self._guarded() as reach, _read_connection(self.engine) as conn:
+            reach.reached = True
             yield conn
 
     @asynccontextmanager
@@ -393,8 +423,10 @@ class Database:
         outage = self.outage
         if outage is not None and outage.known and not _UNBOUNDED.get():
             raise DatabaseUnavailable()
+        reached = False
         try:
             async with self.fast_pool.acquire(timeout=self.bound) as driver:
+                reached = True
                 try:
                     yield PlainConnection(driver)
                 except BaseException as error:
@@ -403,7 +435,7 @@ class Database:
                     raise
         except BaseException as error:
             if outage is not None:
-                outage.found(error)
+                outage.found(error, reached)
             raise
 
     @asynccontextmanager
@@ -492,8 +524,9 @@ class Database:
                 else:
                     metrics.count_read(chosen.name)
             if conn is None:
-                await stack.enter_async_context(self._guarded())
+                reach = await stack.enter_async_context(self._guarded())
                 conn = await stack.enter_async_context(_snapshot(self.engine, False))
+                reach.reached = True
                 if replica:
                     metrics.count_read("primary")
             yield conn
@@ -505,7 +538,8 @@ class Database:
         `lone`: the opener runs one operation and nothing after it, so an operation made of a
         single statement may run it alone (see `driver_connection`).
         """
-        async with self._guarded(), self.engine.connect() as conn:
+        async with self._guarded() as reach, self.engine.connect() as conn:
+            reach.reached = True
             if self.dialect == "sqlite":
                 await conn.execution_options(sqlite_begin="IMMEDIATE")
             elif lone:

@@ -1,12 +1,13 @@
-"""Whether the database is known not to answer: after a wait on it ran out (a connection, a
-statement, the pool), requests fail at once instead of each waiting out the bound again,
-until a probe of its own finds the database answering.
+"""Whether the database is known not to answer: after a wait to reach it ran out (a
+connection made, or waited for in a pool), requests fail at once instead of each waiting out
+the bound again, until a probe of its own finds the database answering.
 
 A database that refuses or closes connections (a restart, a failover) says so at once and
 needs none of this; one that takes connections and answers nothing (frozen, or cut off
-without a reset) would otherwise keep every request waiting the whole bound. A statement
-that ran out of time for its own sake (a slow query) trips it too, and the probe, answered at
-once, closes it again within a round trip.
+without a reset) would otherwise keep every request waiting the whole bound. A statement that
+ran out of time on a connection it had may be slow for its own sake (a long query, a lock):
+it starts the probe but no outage, which begins only if the probe gets no answer either (the
+database frozen under the statement), so one slow query never refuses the others.
 """
 
 from __future__ import annotations
@@ -55,21 +56,26 @@ class Outage:
     def known(self) -> bool:
         return self.since is not None
 
-    def found(self, error: BaseException) -> None:
-        """Note `error`, met on the database: a timeout starts an outage and its probe."""
+    def found(self, error: BaseException, reached: bool = False) -> None:
+        """Note `error`, met on the database: a timeout starts the probe, and an outage at
+        once unless the database had been `reached` (a statement ran out of time on a
+        connection it had: the outage waits for the probe to go unanswered too)."""
         if not timed_out(error):
             return
-        if self.since is None:
-            self.since = time.monotonic()
-            log.warning("the database does not answer; requests fail at once until it does")
+        if not reached:
+            self._begin()
         if self._probe is None or self._probe.done():
             self._probe = asyncio.create_task(self._until_answered())
 
+    def _begin(self) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            log.warning("the database does not answer; requests fail at once until it does")
+
     async def _until_answered(self) -> None:
-        answered = await self._answers()
-        while not answered:
+        while not await self._answers():
+            self._begin()
             await asyncio.sleep(PROBE_EVERY)
-            answered = await self._answers()
         if self.since is not None:
             down = time.monotonic() - self.since
             log.warning("the database answers again", extra={"downSeconds": round(down, 3)})

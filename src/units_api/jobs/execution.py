@@ -37,7 +37,7 @@ from units_api import loop, metrics, tracing
 from units_api.clock import utcnow
 from units_api.config import Settings
 from units_api.db import Database, create_engine
-from units_api.errors import bound_error
+from units_api.errors import StorageUnavailable, bound_error
 from units_api.http.json import dumps
 from units_api.jobs import queue
 from units_api.jobs.kinds import Kinds
@@ -123,13 +123,7 @@ async def run_claimed(context: JobContext, setup: JobSetup) -> None:
             raise
         except Exception as exc:
             if (fault := storage_fault(exc)) is not None:
-                # the store is full or failing: a retry soon would fail the same way
-                error = bound_error(f"{fault.code}: {fault.detail}")
-                log.warning(
-                    "job failed",
-                    extra={"jobId": str(claim.id), "kind": claim.kind, "error": error},
-                )
-                await end_job(context.db, setup, claim, FAILED, error=error)
+                await _storage_failed(context.db, setup, claim, fault)
             else:
                 log.exception("job failed", extra={"jobId": str(claim.id), "kind": claim.kind})
                 await _retry_or_fail(context.db, setup, claim)
@@ -140,6 +134,25 @@ async def run_claimed(context: JobContext, setup: JobSetup) -> None:
             await _discard(context.db, context.storage, claim.id, upload)
     except LeaseLost:
         log.warning("job lease lost; stopping", extra={"jobId": str(claim.id), "kind": claim.kind})
+
+
+async def _storage_failed(
+    db: Database, setup: JobSetup, claim: Claim, fault: StorageUnavailable
+) -> None:
+    """A job whose storage is full or failing (the file store, or SQLite's database file):
+    failed naming it, as a retry soon would fail the same way. When not even that can be
+    written (the database's own disk full), the job is left to its lease: claimed again once
+    the database takes writes, an import resuming after its last committed batch."""
+    error = bound_error(f"{fault.code}: {fault.detail}")
+    about = {"jobId": str(claim.id), "kind": claim.kind, "error": error}
+    try:
+        await end_job(db, setup, claim, FAILED, error=error)
+    except Exception as exc:
+        if storage_fault(exc) is None:
+            raise
+        log.warning("job stopped; it runs again once the database takes writes", extra=about)
+        return
+    log.warning("job failed", extra=about)
 
 
 async def _retry_or_fail(db: Database, setup: JobSetup, claim: Claim) -> None:

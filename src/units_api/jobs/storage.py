@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from units_api.db import disk_fault
 from units_api.errors import StorageFull, StorageUnavailable, bound_error
 
 CHUNK = 1024 * 1024
@@ -40,9 +41,10 @@ FAILING = frozenset(
 
 
 def storage_fault(exc: BaseException | None) -> StorageUnavailable | None:
-    """The store's fault behind `exc` (itself, or what it was raised from or while handling,
+    """The storage fault behind `exc` (itself, or what it was raised from or while handling,
     however deep: a file write that failed under a database stream surfaces as the stream's
-    error): a 507 problem naming it, or None when the store is not at fault."""
+    error), the file store's or SQLite's database file's: a 507 problem naming it, or None
+    when no storage is at fault."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
@@ -50,6 +52,8 @@ def storage_fault(exc: BaseException | None) -> StorageUnavailable | None:
             return exc
         if isinstance(exc, OSError) and exc.errno in FULL | FAILING:
             return _problem(exc)
+        if (fault := disk_fault(exc)) is not None:
+            return fault
         exc = exc.__cause__ or exc.__context__
     return None
 
