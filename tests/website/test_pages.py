@@ -365,3 +365,38 @@ async def test_any_slug_after_the_id_is_the_same_page(api: Api) -> None:
     too_long = await page(api, f"/ar/listings/{unit['id']}/{'x' * 400}")
     assert too_long.status_code == 404
     assert too_long.headers["content-type"].startswith("text/html")
+
+
+async def test_a_kept_listings_page_follows_every_change(api: Api) -> None:
+    """The listings are kept per change of the units, the website channels and the display
+    names: each change shows at once, in both languages."""
+    place = town()
+    first = await api.create_unit(**listed(city=place, name="First Villa"))
+    await publish(api, first["id"])
+
+    async def shown(path: str = "/listings/") -> str:
+        answer = await api.client.get(path, params={"city": place})
+        assert answer.status_code == 200, answer.text
+        return str(answer.text)
+
+    assert "First Villa" in await shown()
+    assert "First Villa" in await shown()  # kept, and the same
+    second = await api.create_unit(**listed(city=place, name="Second Villa"))
+    await publish(api, second["id"])
+    assert "Second Villa" in await shown()
+    renamed = await api.request("PATCH", f"{UNITS}/{first['id']}", json={"name": "Renamed Villa"})
+    assert renamed.status_code == 200, renamed.text
+    text = await shown()
+    assert "Renamed Villa" in text and "First Villa" not in text
+    named = await api.request(
+        "PUT", f"/api/v2/display-names/city/{place}", json={"en": "Lakeside", "ar": "ضفة البحيرة"}
+    )
+    assert named.status_code in (200, 201), named.text
+    assert "Lakeside" in await shown()
+    assert "ضفة البحيرة" in await shown("/ar/listings/")
+    outlet = f"outlet-{uuid.uuid4().hex[:8]}"
+    await api.add_channel(outlet, "website")
+    await publish(api, second["id"], [outlet])
+    assert "Second Villa" in await shown()  # on the new website channel
+    await api.add_channel(outlet, "label")
+    assert "Second Villa" not in await shown()  # that channel is no website now

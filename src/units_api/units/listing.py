@@ -286,23 +286,36 @@ def _body(
     }
 
 
-async def list_units(
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A page of the list as read: its records (stored JSON; one more than the page when a
+    next page exists), the change version they were read at, its total and what it computed."""
+
+    page: plan.Page
+    total: Total
+    distance: Computed
+
+    @property
+    def version(self) -> int | None:
+        return self.page[1]
+
+
+async def read_list(
     db: Database,
     counts: CountCache,
     params: ListParams,
-    url: URL,
     policy: Node | None,
     count_budget_ms: int | None = None,
     few_matches: int = FEW_MATCHES,
     located_by_time: bool = False,
-) -> dict[str, Any]:
+) -> Listed:
     """A page of the list: its plan (search.plan), its read, on a replica when one is in use
-    (lists and searches may be a little behind), its count, its body. `located_by_time`: the
+    (lists and searches may be a little behind), and its count. `located_by_time`: the
     database has the index of the points with their time (repository.located_by_time)."""
     few = plan.few_matches(db.dialect, few_matches)
     shape = replace(params, fields=None, q=None, count="default")  # what the statements read
 
-    async def read(conn: AsyncConnection) -> tuple[plan.Page, Total, Computed]:
+    async def read(conn: AsyncConnection) -> Listed:
         sizes = SearchCounts(conn, counts)
         first = await plan.choose_first(params.words, few, sizes.words, sizes.known)
         walk = plan.walks(db.dialect, first, few)
@@ -316,7 +329,23 @@ async def list_units(
         counts.saw(page[1])
         primary = conn.engine is db.engine
         total = await _total(conn, counts, params, statements, page, seen, primary, count_budget_ms)
-        return page, total, statements.distance
+        return Listed(page, total, statements.distance)
 
-    page, total, distance = await db.run_on_replica(read)
-    return _body(params, url, page, total, distance)
+    return await db.run_on_replica(read)
+
+
+async def list_units(
+    db: Database,
+    counts: CountCache,
+    params: ListParams,
+    url: URL,
+    policy: Node | None,
+    count_budget_ms: int | None = None,
+    few_matches: int = FEW_MATCHES,
+    located_by_time: bool = False,
+) -> dict[str, Any]:
+    """A page of the list as the API answers it: read (read_list), then its body."""
+    listed = await read_list(
+        db, counts, params, policy, count_budget_ms, few_matches, located_by_time
+    )
+    return _body(params, url, listed.page, listed.total, listed.distance)

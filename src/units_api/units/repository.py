@@ -68,6 +68,18 @@ async def fetch_version(conn: Connection, unit_id: uuid.UUID) -> int | None:
     return version
 
 
+_CHANGE_VERSION_SQL = "SELECT coalesce(sum(changes), 0) FROM unit_counters"
+
+
+async def fetch_change_version(conn: Connection) -> int:
+    """The number that grows with every committed change of any unit (counting.CHANGE_VERSION):
+    what was made of the units at one such number may be kept until it moves."""
+    if isinstance(conn, AsyncConnection):
+        return int((await conn.execute(select(CHANGE_VERSION))).scalar_one())
+    driver = await driver_connection(conn, alone=True)
+    return int(await driver.fetchval(_CHANGE_VERSION_SQL))
+
+
 _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
 
 

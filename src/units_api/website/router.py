@@ -210,10 +210,31 @@ async def _listings(request: Request, language: str) -> Response:
     context = app_context(request)
     websites = await context.channels.of_kind(WEBSITE)
     site = await _site(context, request, language)
-    units, total = await service.find(context, search, websites, site.names, request.url)
-    pages = max(1, -(-total // service.PAGE_SIZE))
-    if search.page > pages:
-        return _message(request, language, 404, "not_found", "not_found_text")
+    # A page kept for the units' change version now needs nothing more read.
+    keep = ("listings", language, site.base, search.signature(), *(c.name for c in websites))
+    version = await service.read_change_version(context)
+    page = context.pages.get((*keep, site.names.stamp, version))
+    if page is None:
+        found = await service.find(context, search, websites, site.names)
+        if search.page > max(1, -(-found.total // service.PAGE_SIZE)):
+            return _message(request, language, 404, "not_found", "not_found_text")
+        page = _render_listings(site, search, found)
+        if found.version is not None:
+            context.pages.put((*keep, site.names.stamp, found.version), page)
+    headers = _cached(page.tag, page.modified)
+    if _current(request, page.tag, page.modified):
+        return Response(status_code=304, headers=headers)
+    return Response(
+        page.body,
+        media_type="text/html; charset=utf-8",
+        headers={**SECURITY, "Content-Language": language, **headers},
+    )
+
+
+def _render_listings(site: Site, search: service.Search, found: service.Found) -> Page:
+    """A page of the listings as the cache keeps it: its HTML and tags."""
+    language = site.language
+    pages = max(1, -(-found.total // service.PAGE_SIZE))
     home = links.listings_url(site.base, language)
     query = search.query()
 
@@ -235,8 +256,8 @@ async def _listings(request: Request, language: str) -> Response:
         "other_url": links.listings_url(site.base, _other(language)) + canonical[len(home) :],
         "other_language": _other(language),
         "search": search,
-        "cards": [site.card(unit) for unit in units],
-        "total": total,
+        "cards": [site.card(unit) for unit in found.units],
+        "total": found.total,
         "pages": pages,
         "previous_url": page_url(search.page - 1) if search.page > 1 else None,
         "next_url": page_url(search.page + 1) if search.page < pages else None,
@@ -249,16 +270,8 @@ async def _listings(request: Request, language: str) -> Response:
     }
     body = _template("listings.html").render(language=language, t=WORDS[language], **values)
     tag = '"' + hashlib.blake2b(body.encode(), digest_size=12).hexdigest() + '"'
-    latest = max((unit["updatedAt"] for unit in units), default=None)
-    modified = _modified(latest)
-    headers = _cached(tag, modified)
-    if _current(request, tag, modified):
-        return Response(status_code=304, headers=headers)
-    return Response(
-        body,
-        media_type="text/html; charset=utf-8",
-        headers={**SECURITY, "Content-Language": language, **headers},
-    )
+    latest = max((unit["updatedAt"] for unit in found.units), default=None)
+    return Page("live", body.encode(), tag, _modified(latest))
 
 
 @router.get("/listings")

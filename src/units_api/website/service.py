@@ -8,9 +8,6 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import orjson
-from starlette.datastructures import URL
-
 from units_api.channels import links, readiness
 from units_api.channels.readiness import WEBSITE
 from units_api.channels.service import Channel
@@ -22,9 +19,8 @@ from units_api.http.json import load_stored
 from units_api.names.service import Names
 from units_api.search.normalize import query_tokens
 from units_api.units import listing, repository
-from units_api.units.fields import RELEVANCE, SortKey
+from units_api.units.fields import SortKey
 from units_api.units.schemas import MAX_QUERY_LENGTH
-from units_api.units.sorting import with_recency
 from units_api.website.cache import Standing
 from units_api.website.safe import http_url
 
@@ -180,6 +176,10 @@ class Search:
     bedrooms: int | None
     page: int
 
+    def signature(self) -> tuple[object, ...]:
+        """Everything the search asks, as a key for the pages kept."""
+        return (*self.query().items(), self.page)
+
     def query(self) -> dict[str, str]:
         """The search as a query string's parameters (for the pages' links)."""
         given = {
@@ -255,19 +255,30 @@ def search_filter(search: Search, websites: list[Channel], names: Names) -> str:
     return ";".join(terms)
 
 
-async def find(
-    context: AppContext, search: Search, websites: list[Channel], names: Names, url: URL
-) -> tuple[list[dict[str, Any]], int]:
-    """A page of the units live on the website that match, newest first (best match first
-    with words), and how many match in all."""
+@dataclass(frozen=True, slots=True)
+class Found:
+    units: list[dict[str, Any]]
+    total: int
+    version: int | None  # the units' change version they were read at
+
+
+async def read_change_version(context: AppContext) -> int:
+    """The units' change version now: a listings page kept for it needs nothing more read."""
+    async with context.db.fast_read() as conn:
+        return await repository.fetch_change_version(conn)
+
+
+async def find(context: AppContext, search: Search, websites: list[Channel], names: Names) -> Found:
+    """A page of the units live on the website that match, newest first (with words too, as
+    section 17 asks: a page of a common word is then a walk in creation order), and how many
+    match in all."""
     if not websites:
-        return [], 0
+        return Found([], 0, None)
     words = tuple(query_tokens(search.q or ""))
-    sort = with_recency((SortKey(RELEVANCE, True),)) if words else (SortKey("createdAt", True),)
     params = listing.ListParams(
         limit=PAGE_SIZE,
         page=search.page,
-        sort=sort,
+        sort=(SortKey("createdAt", True),),
         fields=None,
         filter=parse_filter(search_filter(search, websites, names)),
         q=search.q,
@@ -275,15 +286,14 @@ async def find(
         count="default",
     )
     settings = context.settings
-    body = await listing.list_units(
+    listed = await listing.read_list(
         context.db,
         context.counts,
         params,
-        url,
         None,
         settings.count_budget_ms,
         settings.search_few_matches,
         context.located_by_time,
     )
-    units = [load_stored(orjson.dumps(item)) for item in body["data"]]
-    return units, int(body["meta"]["total"] or 0)
+    units = [load_stored(doc) for doc in listed.page[0][:PAGE_SIZE]]
+    return Found(units, int(listed.total[0] or 0), listed.version)
