@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from units_api.website.cache import Page, PageCache
+import asyncio
+
+import pytest
+
+from units_api.website.cache import Made, Page, PageCache
 
 
 def page(size: int) -> Page:
@@ -23,3 +27,48 @@ def test_the_least_recently_used_pages_go_first_within_the_budget() -> None:
     assert kept(cache, 9) == {0, 2, 3, 4, 5, 6, 7, 8}  # 9 x 1,200 > 10,000: unit 1 went
     cache.put(("big",), page(5_000))  # more than an eighth of the budget: not kept
     assert cache.get(("big",)) is None
+
+
+async def test_a_page_asked_while_it_is_made_is_made_once() -> None:
+    cache = PageCache()
+    calls = 0
+    release = asyncio.Event()
+
+    async def make() -> Made:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        return page(100), ("unit", "kept")
+
+    waiting = [asyncio.create_task(cache.made(("unit", "asked"), make)) for _ in range(5)]
+    await asyncio.sleep(0)
+    release.set()
+    made = await asyncio.gather(*waiting)
+    assert calls == 1
+    assert all(found is made[0] for found in made)
+    assert cache.get(("unit", "kept")) is made[0]  # kept by the key the maker gave
+
+
+async def test_when_the_making_fails_each_waiting_request_makes_its_own() -> None:
+    cache = PageCache()
+    calls = 0
+    release = asyncio.Event()
+
+    async def make() -> Made:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            await release.wait()
+            raise OSError("the database went away")
+        return page(10), None
+
+    first = asyncio.create_task(cache.made(("unit", 1), make))
+    await asyncio.sleep(0)
+    others = [asyncio.create_task(cache.made(("unit", 1), make)) for _ in range(2)]
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(OSError):
+        await first
+    assert [found is not None for found in await asyncio.gather(*others)] == [True, True]
+    assert calls == 3
+    assert cache.get(("unit", 1)) is None  # made without a key to keep it by

@@ -5,13 +5,16 @@ served stale, and one asked again is neither parsed nor rendered: its stored byt
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 Standing = Literal["live", "gone", "never"]
 Key = tuple[object, ...]
+Made = tuple["Page | None", Key | None]  # a page made (None: none), and the key to keep it by
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,7 @@ class PageCache:
         self._budget = budget
         self._used = 0
         self._pages: OrderedDict[Key, Page] = OrderedDict()
+        self._making: dict[Key, asyncio.Future[Page | None]] = {}
 
     def get(self, key: Key) -> Page | None:
         page = self._pages.get(key)
@@ -47,3 +51,34 @@ class PageCache:
         while self._used > self._budget and self._pages:
             _, dropped = self._pages.popitem(last=False)
             self._used -= len(dropped.body) + 200
+
+    async def made(self, key: Key, make: Callable[[], Awaitable[Made]]) -> Page | None:
+        """The page kept by `key`, or the one `make` makes, kept by the key it gives. While
+        one request makes it, the others asking for the same key wait for that page, rather
+        than each reading the same from the database (a page much asked and slow to make
+        would otherwise be made by every request that arrives meanwhile). Should that
+        making fail, each waiting request makes its own."""
+        page = self.get(key)
+        if page is not None:
+            return page
+        pending = self._making.get(key)
+        if pending is not None:
+            try:
+                return await asyncio.shield(pending)
+            except Exception:  # the maker's failure is its own to answer
+                made, keep = await make()
+                return made
+        future: asyncio.Future[Page | None] = asyncio.get_running_loop().create_future()
+        self._making[key] = future
+        try:
+            made, keep = await make()
+        except BaseException as error:
+            future.set_exception(error if isinstance(error, Exception) else RuntimeError())
+            future.exception()  # read here: nobody may be waiting for it
+            raise
+        finally:
+            self._making.pop(key, None)
+        if made is not None and keep is not None:
+            self.put(keep, made)
+        future.set_result(made)
+        return made

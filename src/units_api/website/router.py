@@ -29,7 +29,7 @@ from units_api.http.conditional import http_date, not_modified
 from units_api.http.etag import matches_tag
 from units_api.http.json import load_stored
 from units_api.website import jsonld, repository, service
-from units_api.website.cache import Page
+from units_api.website.cache import Made, Page
 from units_api.website.service import Site
 from units_api.website.words import WORDS
 
@@ -213,14 +213,18 @@ async def _listings(request: Request, language: str) -> Response:
     # A page kept for the units' change version now needs nothing more read.
     keep = ("listings", language, site.base, search.signature(), *(c.name for c in websites))
     version = await service.read_change_version(context)
-    page = context.pages.get((*keep, site.names.stamp, version))
-    if page is None:
+
+    async def make() -> Made:
         found = await service.find(context, search, websites, site.names)
         if search.page > max(1, -(-found.total // service.PAGE_SIZE)):
-            return _message(request, language, 404, "not_found", "not_found_text")
-        page = _render_listings(site, search, found)
-        if found.version is not None:
-            context.pages.put((*keep, site.names.stamp, found.version), page)
+            return None, None
+        # Kept by the version the units were read at (a replica may be a little behind).
+        kept_as = None if found.version is None else (*keep, site.names.stamp, found.version)
+        return _render_listings(site, search, found), kept_as
+
+    page = await context.pages.made((*keep, site.names.stamp, version), make)
+    if page is None:
+        return _message(request, language, 404, "not_found", "not_found_text")
     headers = _cached(page.tag, page.modified)
     if _current(request, page.tag, page.modified):
         return Response(status_code=304, headers=headers)
