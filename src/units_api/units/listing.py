@@ -294,10 +294,12 @@ class Listed:
     page: plan.Page
     total: Total
     distance: Computed
+    before: int | None = None  # the change version read just before, when asked
 
     @property
     def version(self) -> int | None:
-        return self.page[1]
+        """The change version the records were read at (with none, one read before them)."""
+        return self.page[1] if self.page[1] is not None else self.before
 
 
 async def read_list(
@@ -308,14 +310,18 @@ async def read_list(
     count_budget_ms: int | None = None,
     few_matches: int = FEW_MATCHES,
     located_by_time: bool = False,
+    versioned: bool = False,
 ) -> Listed:
     """A page of the list: its plan (search.plan), its read, on a replica when one is in use
     (lists and searches may be a little behind), and its count. `located_by_time`: the
-    database has the index of the points with their time (repository.located_by_time)."""
+    database has the index of the points with their time (repository.located_by_time).
+    `versioned`: the change version is read first on the same connection, so that a page
+    without records has one too (what was read is at least as new)."""
     few = plan.few_matches(db.dialect, few_matches)
     shape = replace(params, fields=None, q=None, count="default")  # what the statements read
 
     async def read(conn: AsyncConnection) -> Listed:
+        before = await repository.fetch_change_version(conn) if versioned else None
         sizes = SearchCounts(conn, counts)
         first = await plan.choose_first(params.words, few, sizes.words, sizes.known)
         walk = plan.walks(db.dialect, first, few)
@@ -329,7 +335,7 @@ async def read_list(
         counts.saw(page[1])
         primary = conn.engine is db.engine
         total = await _total(conn, counts, params, statements, page, seen, primary, count_budget_ms)
-        return Listed(page, total, statements.distance)
+        return Listed(page, total, statements.distance, before)
 
     return await db.run_on_replica(read)
 

@@ -294,6 +294,7 @@ async def find(context: AppContext, search: Search, websites: list[Channel], nam
         settings.count_budget_ms,
         settings.search_few_matches,
         context.located_by_time,
+        versioned=True,
     )
     units = [load_stored(doc) for doc in listed.page[0][:PAGE_SIZE]]
     return Found(units, int(listed.total[0] or 0), listed.version)
