@@ -49,7 +49,27 @@ async def test_a_page_asked_while_it_is_made_is_made_once() -> None:
     assert cache.get(("unit", "kept")) is made[0]  # kept by the key the maker gave
 
 
-async def test_when_the_making_fails_each_waiting_request_makes_its_own() -> None:
+async def test_when_the_making_fails_the_waiting_requests_fail_with_it() -> None:
+    cache = PageCache()
+    calls = 0
+    release = asyncio.Event()
+
+    async def make() -> Made:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        raise OSError("the database went away")
+
+    waiting = [asyncio.create_task(cache.made(("unit", 1), make)) for _ in range(3)]
+    await asyncio.sleep(0)
+    release.set()
+    failed = await asyncio.gather(*waiting, return_exceptions=True)
+    assert [type(error) for error in failed] == [OSError] * 3
+    assert calls == 1
+    assert cache.get(("unit", 1)) is None
+
+
+async def test_when_the_maker_is_cancelled_each_waiting_request_makes_its_own() -> None:
     cache = PageCache()
     calls = 0
     release = asyncio.Event()
@@ -58,17 +78,15 @@ async def test_when_the_making_fails_each_waiting_request_makes_its_own() -> Non
         nonlocal calls
         calls += 1
         if calls == 1:
-            await release.wait()
-            raise OSError("the database went away")
+            await release.wait()  # cancelled here, as a request whose client went away
         return page(10), None
 
     first = asyncio.create_task(cache.made(("unit", 1), make))
     await asyncio.sleep(0)
     others = [asyncio.create_task(cache.made(("unit", 1), make)) for _ in range(2)]
     await asyncio.sleep(0)
-    release.set()
-    with pytest.raises(OSError):
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
         await first
     assert [found is not None for found in await asyncio.gather(*others)] == [True, True]
     assert calls == 3
-    assert cache.get(("unit", 1)) is None  # made without a key to keep it by

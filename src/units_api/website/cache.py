@@ -56,8 +56,9 @@ class PageCache:
         """The page kept by `key`, or the one `make` makes, kept by the key it gives. While
         one request makes it, the others asking for the same key wait for that page, rather
         than each reading the same from the database (a page much asked and slow to make
-        would otherwise be made by every request that arrives meanwhile). Should that
-        making fail, each waiting request makes its own."""
+        would otherwise be made by every request that arrives meanwhile, each slower for the
+        others). Should that making fail, they fail with it (the database would answer them
+        no better); should its request be cancelled, each makes its own."""
         page = self.get(key)
         if page is not None:
             return page
@@ -65,16 +66,21 @@ class PageCache:
         if pending is not None:
             try:
                 return await asyncio.shield(pending)
-            except Exception:  # the maker's failure is its own to answer
-                made, keep = await make()
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this request's own cancellation
+                made, _ = await make()
                 return made
         future: asyncio.Future[Page | None] = asyncio.get_running_loop().create_future()
         self._making[key] = future
         try:
             made, keep = await make()
-        except BaseException as error:
-            future.set_exception(error if isinstance(error, Exception) else RuntimeError())
+        except Exception as error:
+            future.set_exception(error)
             future.exception()  # read here: nobody may be waiting for it
+            raise
+        except BaseException:
+            future.cancel()
             raise
         finally:
             self._making.pop(key, None)
