@@ -296,7 +296,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         DirectRoutes,
         routes=api_routes,
-        operations=DIRECT_OPERATIONS,
+        operations=(*DIRECT_OPERATIONS, *website_router_module.DIRECT_OPERATIONS),
         handlers=app.exception_handlers,
     )
     app.add_middleware(

@@ -34,6 +34,16 @@ from units_api.website.service import Site
 from units_api.website.words import WORDS
 
 router = APIRouter(include_in_schema=False)
+# The pages, served without the framework's per-request layers (http/direct.py): a kept page
+# or a 304 is then little more than a version read.
+DIRECT_OPERATIONS = (
+    "websiteListingsEn",
+    "websiteListingsAr",
+    "websiteListingEn",
+    "websiteListingEnSlug",
+    "websiteListingAr",
+    "websiteListingArSlug",
+)
 templates = Environment(
     loader=FileSystemLoader(Path(__file__).parent / "templates"),
     autoescape=select_autoescape(default=True),
@@ -278,32 +288,32 @@ def _render_listings(site: Site, search: service.Search, found: service.Found) -
     return Page("live", body.encode(), tag, _modified(latest))
 
 
-@router.get("/listings")
+@router.get("/listings", operation_id="websiteListingsEn")
 async def listings_en(request: Request) -> Response:
     return await _listings(request, "en")
 
 
-@router.get("/ar/listings")
+@router.get("/ar/listings", operation_id="websiteListingsAr")
 async def listings_ar(request: Request) -> Response:
     return await _listings(request, "ar")
 
 
-@router.get("/listings/{unit_id}")
+@router.get("/listings/{unit_id}", operation_id="websiteListingEn")
 async def listing_en(request: Request, unit_id: str) -> Response:
     return await _unit_page(request, "en", unit_id)
 
 
-@router.get("/listings/{unit_id}/{slug:text}")
+@router.get("/listings/{unit_id}/{slug:text}", operation_id="websiteListingEnSlug")
 async def listing_en_slug(request: Request, unit_id: str, slug: str) -> Response:
     return await _unit_page(request, "en", unit_id, slug)
 
 
-@router.get("/ar/listings/{unit_id}")
+@router.get("/ar/listings/{unit_id}", operation_id="websiteListingAr")
 async def listing_ar(request: Request, unit_id: str) -> Response:
     return await _unit_page(request, "ar", unit_id)
 
 
-@router.get("/ar/listings/{unit_id}/{slug:text}")
+@router.get("/ar/listings/{unit_id}/{slug:text}", operation_id="websiteListingArSlug")
 async def listing_ar_slug(request: Request, unit_id: str, slug: str) -> Response:
     return await _unit_page(request, "ar", unit_id, slug)
 
