@@ -7,9 +7,10 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, RowMapping, Select, select, text, update
+from sqlalchemy import ColumnElement, RowMapping, Select, func, literal_column, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from units_api.clock import format_time
 from units_api.sitemaps.tables import indexnow_state
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.tables import units
@@ -50,21 +51,33 @@ async def any_published_after(conn: AsyncConnection, after: uuid.UUID) -> bool:
     return (await conn.execute(query)).first() is not None
 
 
+# When a unit last changed as the API writes it (clock.format_time), written by PostgreSQL: a
+# sitemap of 1,000,000 units spent a fifth of its time formatting them in Python.
+_CHANGED_TEXT = func.to_char(
+    func.timezone("UTC", units.c.updated_at), literal_column('\'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"\'')
+)
+
+
 async def published_page(
     conn: AsyncConnection,
     live: ColumnElement[bool],
     after: uuid.UUID | None,
     upto: uuid.UUID | None,
     limit: int,
-) -> list[tuple[uuid.UUID, datetime, bool]]:
+) -> list[tuple[uuid.UUID, str, bool]]:
     """Published units by id, after `after` up to `upto` (inclusive; None: to the end): their
-    ids, when they last changed, and whether they meet `live`."""
-    query = _published(conn, units.c.id, units.c.updated_at, live.label("live")).limit(limit)
+    ids, when they last changed (as the API writes it), and whether they meet `live`."""
+    postgresql = conn.dialect.name == "postgresql"
+    changed = _CHANGED_TEXT if postgresql else units.c.updated_at
+    query = _published(conn, units.c.id, changed, live.label("live")).limit(limit)
     if after is not None:
         query = query.where(units.c.id > after)
     if upto is not None:
         query = query.where(units.c.id <= upto)
-    return [(row[0], row[1], bool(row[2])) for row in await conn.execute(query)]
+    rows = await conn.execute(query)
+    if postgresql:
+        return [(row[0], row[1], bool(row[2])) for row in rows]
+    return [(row[0], format_time(row[1]) or "", bool(row[2])) for row in rows]
 
 
 # IndexNow's row: held by one process at a time.

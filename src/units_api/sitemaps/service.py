@@ -16,7 +16,6 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
@@ -27,7 +26,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.channels import links
 from units_api.channels import repository as channels
 from units_api.channels.readiness import WEBSITE, live_filter
-from units_api.clock import format_time
 from units_api.db import Database
 from units_api.errors import NotFound
 from units_api.filters.parser import parse_filter
@@ -202,9 +200,7 @@ async def file_body(db: Database, plan: Plan, after: uuid.UUID | None) -> AsyncI
     yield _URLSET_CLOSE.encode()
 
 
-def _entries(base: str, found: Sequence[tuple[uuid.UUID, datetime, bool]]) -> bytes:
+def _entries(base: str, found: Sequence[tuple[uuid.UUID, str, bool]]) -> bytes:
     return "".join(
-        _unit_entry(base, str(unit_id), format_time(changed) or "")
-        for unit_id, changed, live in found
-        if live
+        _unit_entry(base, str(unit_id), changed) for unit_id, changed, live in found if live
     ).encode()
