@@ -135,6 +135,18 @@ def _current(request: Request, tag: str, modified: datetime | None) -> bool:
     return not_modified(request.headers, tag, modified)
 
 
+def _served(request: Request, language: str, page: Page) -> Response:
+    """A kept page, or a 304 when the client's copy is current."""
+    headers = _cached(page.tag, page.modified)
+    if _current(request, page.tag, page.modified):
+        return Response(status_code=304, headers=headers)
+    return Response(
+        page.body,
+        media_type="text/html; charset=utf-8",
+        headers={**SECURITY, "Content-Language": language, **headers},
+    )
+
+
 async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "") -> Response:
     if refused := await _limited(request, language):
         return refused
@@ -170,14 +182,7 @@ async def _unit_page(request: Request, language: str, raw_id: str, slug: str = "
         return _message(request, language, 404, "not_found", "not_found_text")
     if page.standing == "gone":
         return _message(request, language, 410, "gone", "gone_text")
-    headers = _cached(page.tag, page.modified)
-    if _current(request, page.tag, page.modified):
-        return Response(status_code=304, headers=headers)
-    return Response(
-        page.body,
-        media_type="text/html; charset=utf-8",
-        headers={**SECURITY, "Content-Language": language, **headers},
-    )
+    return _served(request, language, page)
 
 
 def _render_unit(site: Site, unit: dict[str, Any], websites: list[Channel]) -> Page:
@@ -235,14 +240,7 @@ async def _listings(request: Request, language: str) -> Response:
     page = await context.pages.made((*keep, site.names.stamp, version), make)
     if page is None:
         return _message(request, language, 404, "not_found", "not_found_text")
-    headers = _cached(page.tag, page.modified)
-    if _current(request, page.tag, page.modified):
-        return Response(status_code=304, headers=headers)
-    return Response(
-        page.body,
-        media_type="text/html; charset=utf-8",
-        headers={**SECURITY, "Content-Language": language, **headers},
-    )
+    return _served(request, language, page)
 
 
 def _render_listings(site: Site, search: service.Search, found: service.Found) -> Page:
