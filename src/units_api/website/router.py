@@ -227,7 +227,8 @@ async def _listings(request: Request, language: str) -> Response:
     site = await _site(context, request, language)
     # A page kept for the units' change version now needs nothing more read.
     keep = ("listings", language, site.base, search.signature(), *(c.name for c in websites))
-    version = await service.read_change_version(context)
+    async with context.db.fast_read() as conn:
+        version = await service.read_change_version(conn)
 
     async def make() -> Made:
         found = await service.find(context, search, websites, site.names)

@@ -262,10 +262,9 @@ class Found:
     version: int | None  # the units' change version they were read at
 
 
-async def read_change_version(context: AppContext) -> int:
+async def read_change_version(conn: Connection) -> int:
     """The units' change version now: a listings page kept for it needs nothing more read."""
-    async with context.db.fast_read() as conn:
-        return await repository.fetch_change_version(conn)
+    return await repository.fetch_change_version(conn)
 
 
 async def find(context: AppContext, search: Search, websites: list[Channel], names: Names) -> Found:
