@@ -48,7 +48,7 @@ class Field:
     catalogue's table holding the same value, which SQL compares instead of the document (for
     an array, the array as JSON text). `present` names a boolean column that is true when the
     field holds a value (an array: an element that is not null), which SQL reads for `=null=`
-    where it answers it (`answers_null`).
+    where it answers it (`presence`).
     A "location" field's path leads to a GeoJSON Point's coordinates, and SQL reads it at
     `location`. A `lowercase` text field only ever holds lower-case values (a status the
     server writes), so SQL matches its column as it is, without lower(), and its index serves.
@@ -62,10 +62,10 @@ class Field:
     lowercase: bool = False
     present: str | None = None
 
-    def answers_null(self, wanted: bool) -> bool:
-        """Whether the presence column answers `=null=<wanted>`: for a scalar always; for an
-        array (where `=null=true` asks for a null element) only `=null=false`."""
-        return self.present is not None and (self.array is None or not wanted)
+    def presence(self, wanted: bool) -> str | None:
+        """The presence column that answers `=null=<wanted>`, if one does: for a scalar
+        always; for an array (where `=null=true` asks for a null element) only `=null=false`."""
+        return self.present if self.array is None or not wanted else None
 
 
 @dataclass(frozen=True, slots=True)

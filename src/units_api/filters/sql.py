@@ -79,8 +79,8 @@ class Translator:
             if node.operator in geo.SHAPES:
                 self.placed[node] = (field.location, values[0])
             return self._location(field.location, node.operator, values)
-        if node.operator == "null" and field.present and field.answers_null(values[0]):
-            present = self.table.c[field.present]
+        if node.operator == "null" and (presence := field.presence(values[0])) is not None:
+            present = self.table.c[presence]
             return not_(present) if values[0] else present
         if field.array is not None:
             return self._any_element(field, node.operator, values)
