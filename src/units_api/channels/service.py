@@ -11,11 +11,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
-from sqlalchemy import RowMapping, delete, insert, update
+from sqlalchemy import ColumnElement, RowMapping, delete, insert, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.auth.secrets import hash_secret, same_hash, visible_prefix
@@ -27,9 +28,11 @@ from units_api.clock import format_time, utcnow
 from units_api.db import Database
 from units_api.errors import Conflict, NotFound, ValidationFailed
 from units_api.events.recorder import record_event
+from units_api.filters.parser import parse_filter
 from units_api.http.json import load_stored
 from units_api.units import publishing
 from units_api.units import service as units
+from units_api.units.filtering import unit_condition
 from units_api.units.service import Caller
 from units_api.validation import pydantic_errors
 
@@ -205,6 +208,14 @@ class Channel:
     kind: str
     settings: dict[str, Any]
     updated_at: datetime
+
+
+@lru_cache(maxsize=64)
+def live_condition(kind: str, names: tuple[str, ...], dialect: str) -> ColumnElement[bool]:
+    """The units live on any of the channels `names` (all of `kind`), as a condition on the
+    units table (`readiness.live_filter`, which reads columns only): built once per set of
+    channels."""
+    return unit_condition(parse_filter(readiness.live_filter(kind, list(names))), dialect)
 
 
 class ChannelCache:

@@ -6,26 +6,14 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 
 from sqlalchemy import ColumnElement, cast, func, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.channels.readiness import live_filter
 from units_api.clock import format_time, parse_time
-from units_api.filters.parser import parse_filter
 from units_api.units.counting import CHANGE_VERSION
-from units_api.units.filtering import unit_condition
 from units_api.units.tables import unit_history, units
-
-
-@lru_cache(maxsize=64)
-def candidates(kind: str, name: str, dialect: str) -> ColumnElement[bool]:
-    """The units live on channel `name` of `kind`, as the units table's columns tell (its
-    channels, and whether each field the kind needs is set); the feed still judges each
-    one with the one-unit rules (`readiness.live`: a sale's 30 days)."""
-    return unit_condition(parse_filter(live_filter(kind, [name])), dialect)
 
 
 def _after(after: uuid.UUID | None) -> ColumnElement[bool]:

@@ -38,16 +38,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api import __version__, loop, metrics
 from units_api.channels import links
 from units_api.channels import repository as channels
-from units_api.channels.readiness import WEBSITE, live, live_filter
+from units_api.channels.readiness import WEBSITE, live
+from units_api.channels.service import live_condition
 from units_api.clock import utcnow
 from units_api.db import Database
 from units_api.events import repository as feed
 from units_api.events.sequencer import sequence
 from units_api.events.service import unit_before
-from units_api.filters.parser import parse_filter
 from units_api.http.json import load_stored
 from units_api.sitemaps import repository
-from units_api.units.filtering import unit_condition
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +227,7 @@ class Submitter:
     async def _walk(self, held: RowMapping) -> loop.Pause:
         """One page of the units on a channel that became, or stopped being, a website."""
         name = str(held["walk_channel"])
-        condition = unit_condition(parse_filter(live_filter(WEBSITE, [name])), self.db.dialect)
+        condition = live_condition(WEBSITE, (name,), self.db.dialect)
         async with self.db.read() as conn:
             found = await repository.published_page(
                 conn, condition, held["walked"], None, WALK_PAGE

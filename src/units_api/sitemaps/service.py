@@ -25,12 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.channels import links
 from units_api.channels import repository as channels
-from units_api.channels.readiness import WEBSITE, live_filter
+from units_api.channels.readiness import WEBSITE
+from units_api.channels.service import live_condition
 from units_api.db import Database
 from units_api.errors import NotFound
-from units_api.filters.parser import parse_filter
 from units_api.sitemaps import repository
-from units_api.units.filtering import unit_condition
 
 SITEMAP_NAMESPACE: Final = "http://www.sitemaps.org/schemas/sitemap/0.9"
 XHTML_NAMESPACE: Final = "http://www.w3.org/1999/xhtml"
@@ -124,7 +123,7 @@ class Plan:
 def _live(names: Sequence[str], dialect: str) -> ColumnElement[bool]:
     if not names:
         return false()
-    return unit_condition(parse_filter(live_filter(WEBSITE, list(names))), dialect)
+    return live_condition(WEBSITE, tuple(names), dialect)
 
 
 async def plan(conn: AsyncConnection, base: str) -> Plan:
