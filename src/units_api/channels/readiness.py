@@ -97,9 +97,13 @@ def live(kind: str, name: str, unit: Mapping[str, Any], now: datetime) -> bool:
     if availability["status"] == "blocked" or missing(kind, unit):
         return False
     if kind == META_CATALOG and availability["status"] == "sold":
-        sold = datetime.fromisoformat(availability["changedAt"])
-        return now - sold <= SOLD_KEPT
+        return sold_lately(availability["changedAt"], now)
     return True
+
+
+def sold_lately(changed_at: str, now: datetime) -> bool:
+    """Whether a unit sold at `changed_at` (its availability's) is still in a feed at `now`."""
+    return now - datetime.fromisoformat(changed_at) <= SOLD_KEPT
 
 
 # Each kind's rules as a unit filter (RSQL), beside `missing` (the same rules on one unit).

@@ -1,14 +1,16 @@
 """A unit as a Meta home listing (section 17's field mapping), as plain values.
 
-A stored document is read only for the fields a listing uses (msgspec skips the rest: a
-fifth of the time of reading the whole unit), with numbers exact.
+A stored document is read, as UTF-8 bytes, only for the fields a listing uses (msgspec skips
+the rest: a fifth of the time of reading the whole unit). Numbers are kept as the JSON text
+they were stored as (exact, and no Decimal made for a number only copied into the file), and
+a document with nothing XML forbids in it (most) has none of its texts searched for it.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -16,7 +18,7 @@ from typing import Any, Final
 
 import msgspec
 
-from units_api.channels.readiness import META_CATALOG, live
+from units_api.channels.readiness import META_CATALOG, sold_lately
 from units_api.channels.service import listing_url
 
 DESCRIPTION_MAX: Final = 5_000
@@ -31,8 +33,12 @@ _HTTP = re.compile(r"https?://", re.IGNORECASE)
 _JOINING = {"\u200d", "\ufe0e", "\ufe0f"}
 
 
+# A JSON number as stored (`msgspec.Raw`): exact, read as a Decimal only when compared.
+NULL: Final = msgspec.Raw(b"null")
+
+
 class Point(msgspec.Struct):
-    coordinates: list[Decimal]
+    coordinates: list[msgspec.Raw]
 
 
 class Publishing(msgspec.Struct):
@@ -56,7 +62,7 @@ class Source(msgspec.Struct):
     location: str | None = None
     city: str | None = None
     country: str | None = None
-    price: Decimal | None = None
+    price: msgspec.Raw = NULL
     currency: str | None = None
     unitImageUrl: str | None = None
     gallery: list[str] | None = None
@@ -70,6 +76,23 @@ class Source(msgspec.Struct):
 
 
 decode = msgspec.json.Decoder(Source).decode
+
+
+def forbids_nothing(doc: bytes) -> bool:
+    """Whether no text of a stored document (JSON, UTF-8) can hold what XML forbids, from two
+    one-byte scans. JSON writes a C0 control (`\\u0001`, `\\b`) and a lone surrogate as an
+    escape, so with no backslash there is none; U+FFFE and U+FFFF begin with the byte EF (as
+    does every character from U+F000). A false "no" only costs the search `clean` does."""
+    return b"\\" not in doc and b"\xef" not in doc
+
+
+def number(raw: msgspec.Raw) -> str | None:
+    """A stored JSON number as plain decimal text (`4850000`, `31.2357`): as written, unless
+    written with an exponent."""
+    text = bytes(raw).decode()
+    if text == "null":
+        return None
+    return format(Decimal(text), "f") if "e" in text or "E" in text else text
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,27 +142,6 @@ def _present(value: str | None) -> bool:
     return value is not None and bool(value.strip())
 
 
-def _fields(unit: Source) -> dict[str, Any]:
-    """What readiness rules read of a unit (`readiness.live`), as the API shows it."""
-    return {
-        "publishing": {"status": unit.publishing.status, "channels": unit.publishing.channels},
-        "availability": {
-            "status": unit.availability.status,
-            "changedAt": unit.availability.changedAt,
-        },
-        "name": unit.name,
-        "price": unit.price,
-        "city": unit.city,
-        "unitImageUrl": unit.unitImageUrl,
-        "gallery": unit.gallery,
-        "unitLocation": unit.unitLocation,
-        "location": unit.location,
-        "unitDesc": unit.unitDesc,
-        "unitShortDesc": unit.unitShortDesc,
-        "country": unit.country,
-    }
-
-
 def _availability(unit: Source) -> str:
     status = unit.availability.status
     if status == "reserved":
@@ -149,19 +151,19 @@ def _availability(unit: Source) -> str:
     return "for_rent" if unit.offeringType == "rent" else "for_sale"
 
 
-def _images(unit: Source) -> list[str]:
+def _images(unit: Source, text: Callable[[str], str]) -> list[str]:
     found: dict[str, None] = {}
     for url in (unit.unitImageUrl, *(unit.gallery or ())):
         if url and _HTTP.match(url):
-            found.setdefault(clean(url))
+            found.setdefault(text(url))
             if len(found) == IMAGES_MAX:
                 break
     return list(found)
 
 
-def _description(unit: Source) -> str | None:
-    text = unit.unitDesc if _present(unit.unitDesc) else unit.unitShortDesc
-    return cut(clean(text), DESCRIPTION_MAX) if text else None
+def _description(unit: Source, text: Callable[[str], str]) -> str | None:
+    found = unit.unitDesc if _present(unit.unitDesc) else unit.unitShortDesc
+    return cut(text(found), DESCRIPTION_MAX) if found else None
 
 
 def _listing_type(unit: Source) -> str:
@@ -176,28 +178,40 @@ def _url(channel: Channel, unit_id: str) -> str:
     return url
 
 
-def listing(unit: Source, channel: Channel) -> dict[str, Any] | None:
-    """The listing of a unit live on `channel`, or None when it is not live there (then it is
-    left out of the feed, and its channels page says why)."""
-    if not live(META_CATALOG, channel.name, _fields(unit), channel.now):
+def _same(text: str) -> str:
+    return text
+
+
+def listing(unit: Source, channel: Channel, forbidden: bool = True) -> dict[str, Any] | None:
+    """The listing of a unit the feed's read found live on `channel` by its columns (which
+    hold its readiness: `readiness.live_filter`), or None when it is not listed after all: it
+    was sold more than SOLD_KEPT ago, or its document disagrees with its columns (one stored
+    by other means than the service's writes). `forbidden`: whether the unit's texts may hold
+    what XML forbids (`forbids_nothing`), to be left out."""
+    publishing, availability = unit.publishing, unit.availability
+    if publishing.status != "published" or channel.name not in publishing.channels:
         return None
-    # Live: name, price, city, location, country, a map position, an image and a description
-    # are all there (readiness.missing).
-    assert unit.price is not None and unit.unitLocation is not None
+    if availability.status == "blocked" or unit.unitLocation is None or unit.price == NULL:
+        return None
+    if availability.status == "sold" and not (
+        availability.changedAt and sold_lately(availability.changedAt, channel.now)
+    ):
+        return None
+    text = clean if forbidden else _same
     longitude, latitude = unit.unitLocation.coordinates[:2]
-    location, city, country = clean(unit.location or ""), clean(unit.city or ""), unit.country
+    location, city, country = text(unit.location or ""), text(unit.city or ""), unit.country
     return {
         "home_listing_id": unit.id,
-        "name": clean(unit.name or ""),
+        "name": text(unit.name or ""),
         "availability": _availability(unit),
         "address": {"addr1": location, "city": city, "region": city, "country": country},
-        "latitude": format(latitude, "f"),
-        "longitude": format(longitude, "f"),
+        "latitude": number(latitude),
+        "longitude": number(longitude),
         "neighborhood": [location],
-        "price": f"{format(unit.price, 'f')} {unit.currency or channel.default_currency}",
-        "image": _images(unit),
+        "price": f"{number(unit.price)} {unit.currency or channel.default_currency}",
+        "image": _images(unit, text),
         "url": clean(_url(channel, unit.id)),
-        "description": _description(unit),
+        "description": _description(unit, text),
         "num_beds": unit.bedrooms,
         "num_baths": unit.bathrooms,
         "property_type": channel.property_types.get(

@@ -7,13 +7,21 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, cast, func, select, true
+from sqlalchemy import ColumnElement, LargeBinary, cast, func, select, true
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import format_time, parse_time
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.tables import unit_history, units
+
+
+def _utf8(dialect: str) -> ColumnElement[bytes]:
+    """The stored document as its UTF-8 bytes: what the feed's JSON reader takes (neither the
+    driver decodes it nor the reader encodes it again)."""
+    if dialect == "postgresql":
+        return func.convert_to(units.c.doc, "UTF8", type_=LargeBinary)
+    return cast(units.c.doc, LargeBinary)
 
 
 def _after(after: uuid.UUID | None) -> ColumnElement[bool]:
@@ -34,9 +42,11 @@ async def batch(
     condition: ColumnElement[bool],
     after: uuid.UUID | None,
     upto: uuid.UUID | None,
-) -> list[tuple[uuid.UUID, str]]:
-    """The candidates after `after` up to `upto` (to the end: None), by id, with documents."""
-    query = select(units.c.id, units.c.doc).where(condition, _after(after))
+) -> list[tuple[uuid.UUID, bytes]]:
+    """The candidates after `after` up to `upto` (to the end: None), by id, with documents
+    as UTF-8 bytes."""
+    doc = _utf8(conn.dialect.name).label("doc")
+    query = select(units.c.id, doc).where(condition, _after(after))
     if upto is not None:
         query = query.where(units.c.id <= upto)
     rows = await conn.execute(query.order_by(units.c.id))

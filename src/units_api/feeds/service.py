@@ -24,7 +24,7 @@ from units_api.channels.readiness import META_CATALOG, SOLD_KEPT
 from units_api.db import Database
 from units_api.errors import Unauthorized
 from units_api.feeds import repository
-from units_api.feeds.listings import Channel, decode, listing
+from units_api.feeds.listings import Channel, decode, forbids_nothing, listing
 from units_api.feeds.render import Format
 from units_api.http.compression import GzipStream
 
@@ -104,19 +104,19 @@ async def validators(
     return Validators(f'"{digest}-gzip"' if gzip else f'"{digest}"', modified)
 
 
-Rows = list[tuple[uuid.UUID, str]]
+Rows = list[tuple[uuid.UUID, bytes]]
 
 
 def _listings(rows: Rows, listed: Channel) -> Iterator[dict[str, Any]]:
     for unit_id, doc in rows:
         try:
             unit = decode(doc)
-        except msgspec.ValidationError:
+        except msgspec.DecodeError:
             # Never a unit the service wrote; one stored by other means is left out, and the
             # rest of the feed still goes out.
             log.warning("a stored unit is not one a feed can read", extra={"unitId": str(unit_id)})
             continue
-        if (found := listing(unit, listed)) is not None:
+        if (found := listing(unit, listed, not forbids_nothing(doc))) is not None:
             yield found
 
 
