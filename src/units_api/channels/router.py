@@ -34,7 +34,13 @@ UnitId = Annotated[uuid.UUID, Path(description="The unit's id (a UUID).")]
 def public_base(request: Request) -> str:
     """The public pages' base URL: the setting, or this request's own scheme and host."""
     configured = app_context(request).settings.public_base_url
-    return configured or f"{request.url.scheme}://{request.url.netloc}"
+    if configured:
+        return configured
+    # As request.url would say it, without building the whole URL (a page's hot path).
+    host = request.headers.get("host")
+    if host:
+        return f"{request.scope.get('scheme', 'http')}://{host}"
+    return f"{request.url.scheme}://{request.url.netloc}"
 
 
 async def public_limit(request: Request) -> Decision:

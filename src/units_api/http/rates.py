@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ class Rate:
         return f'"default";q={self.quota};w={self.window}'
 
 
+@functools.cache
 def parse_rate(text: str) -> Rate:
     """`600/minute` -> Rate(600, 60); raises ValueError on anything else."""
     match = _RATE.match(text)

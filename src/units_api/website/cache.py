@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -23,6 +23,7 @@ class Page:
     body: bytes  # empty unless live
     tag: str
     modified: datetime | None
+    headers: Mapping[str, str] = field(default_factory=dict)  # its validators and caching
 
 
 class PageCache:

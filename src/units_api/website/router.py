@@ -137,7 +137,7 @@ def _current(request: Request, tag: str, modified: datetime | None) -> bool:
 
 def _served(request: Request, language: str, page: Page) -> Response:
     """A kept page, or a 304 when the client's copy is current."""
-    headers = _cached(page.tag, page.modified)
+    headers = page.headers
     if _current(request, page.tag, page.modified):
         return Response(status_code=304, headers=headers)
     return Response(
@@ -210,7 +210,8 @@ def _render_unit(site: Site, unit: dict[str, Any], websites: list[Channel]) -> P
         unit=page,
         jsonld=jsonld.script_text(jsonld.listing(unit, page)),
     )
-    return Page("live", body.encode(), tag, _modified(unit["updatedAt"]))
+    modified = _modified(unit["updatedAt"])
+    return Page("live", body.encode(), tag, modified, _cached(tag, modified))
 
 
 async def _listings(request: Request, language: str) -> Response:
@@ -284,7 +285,8 @@ def _render_listings(site: Site, search: service.Search, found: service.Found) -
     body = _template("listings.html").render(language=language, t=WORDS[language], **values)
     tag = '"' + hashlib.blake2b(body.encode(), digest_size=12).hexdigest() + '"'
     latest = max((unit["updatedAt"] for unit in found.units), default=None)
-    return Page("live", body.encode(), tag, _modified(latest))
+    modified = _modified(latest)
+    return Page("live", body.encode(), tag, modified, _cached(tag, modified))
 
 
 @router.get("/listings", operation_id="websiteListingsEn")
