@@ -12,11 +12,14 @@ import sqlite3
 import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from tests.conftest import Api, claim_first, start_api, unit_body
 from tests.exports.test_exports import EXPORTS, finished
@@ -27,9 +30,11 @@ from units_api.config import Settings
 from units_api.http.json import dumps
 from units_api.jobs import queue
 from units_api.jobs.execution import run_claimed
+from units_api.jobs.queue import LeaseLost
 from units_api.jobs.tables import jobs
 from units_api.jobs.work import JobContext
 from units_api.migrate import upgrade
+from units_api.units.tables import units
 
 IMPORTS = "/api/v2/units/imports"
 CSV = b"name,type,city,price\n" + b"Garden Villa,villa,Cairo,1000\n" * 2000
@@ -285,3 +290,63 @@ async def test_an_import_into_sqlite_on_a_full_disk_waits_for_space_and_writes_n
             "SELECT count(*) FROM units WHERE sub_project_id = ?", (project,)
         ).fetchone()
         assert count == (600,)
+
+
+@dataclass(slots=True)
+class _GoneAfterOneBatch(JobContext):
+    """A job's process whose supervisor is gone once its first batch is committed: the next
+    batch stops (LeaseLost, as `check_parent` raises it) before it is written."""
+
+    batches: int = 0
+
+    async def checkpoint(
+        self, conn: AsyncConnection, state: dict[str, Any], done: int, total: int | None
+    ) -> None:
+        if self.batches:
+            raise LeaseLost("the supervising process is gone")
+        self.batches += 1
+        await JobContext.checkpoint(self, conn, state, done, total)
+
+
+async def test_an_import_failed_by_storage_reports_the_rows_it_had_committed(
+    settings: Settings, disk: Disk
+) -> None:
+    """Its first attempt commits one batch of 1,000 rows and stops; the second finds the
+    files directory read-only: the job fails naming storage and still counts those rows, as
+    they are in the database."""
+    on_disk = settings.model_copy(update={"files_dir": str(disk.path / "files"), "run_jobs": False})
+    async for api in start_api(on_disk):
+        db = api.context.db
+        project = f"part-{uuid.uuid4().hex[:10]}"
+        rows = f"Garden Villa,villa,Cairo,1000,{project}\n".encode() * 2500
+        csv = b"name,type,city,price,subProjectId\n" + rows
+        upload = await api.request("POST", IMPORTS, files={"file": ("units.csv", csv)})
+        assert upload.status_code == 202, upload.text
+        job_id = uuid.UUID(upload.json()["id"])
+        claim = await claim_first(api, job_id, "import")
+        first = _GoneAfterOneBatch(db, on_disk, api.context.storage, claim, LEASE)
+        await run_claimed(first, JOBS)
+        assert first.batches == 1
+
+        disk.read_only(True)
+        try:
+            async with db.transaction() as conn:  # its lease runs out
+                await conn.execute(
+                    update(jobs).where(jobs.c.id == job_id).values(lease_until=utcnow())
+                )
+            claim = await claim_first(api, job_id, "import")
+            assert claim.attempt == 2
+            await run_claimed(JobContext(db, on_disk, api.context.storage, claim, LEASE), JOBS)
+        finally:
+            disk.read_only(False)
+        job = (await api.request("GET", f"{IMPORTS}/{job_id}")).json()
+        assert job["status"] == "failed"
+        assert str(job["error"]).startswith("storage-unavailable: ")
+        assert job["rowCount"] == 1000 and job["rowsTotal"] == 1000
+        assert job["rowsOk"] == 1000 and job["rowsCreated"] == 1000
+        assert job["rowsFailed"] == 0 and job["errors"] == []
+        async with db.read() as conn:
+            stored = await conn.scalar(
+                select(func.count()).select_from(units).where(units.c.sub_project_id == project)
+            )
+        assert stored == 1000

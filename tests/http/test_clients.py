@@ -40,7 +40,7 @@ def server(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Popen[str], 
             **env,
         },
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=(tmp_path / "stderr.log").open("w"),
         text=True,
         cwd=tmp_path,
     )
@@ -102,9 +102,21 @@ def test_late_headers_and_bodies_are_a_408_and_silent_connections_are_closed(
         assert problem_of(late_body)["instance"] == "/api/v2/units/"
 
         with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall(
+                b"POST /api/v2/units/imports HTTP/1.1\r\nHost: units\r\n"
+                + f"Authorization: Bearer {key}\r\n".encode()
+                + b"Content-Type: multipart/form-data; boundary=b0undary\r\n"
+                + b"Content-Length: 100000\r\n\r\n--b0undary\r\n"
+            )
+            late_upload = answer(conn)
+        assert late_upload.startswith(b"HTTP/1.1 408 ")
+
+        with socket.create_connection(("127.0.0.1", port)) as conn:
             assert answer(conn) == b""  # nothing sent: closed without an answer
 
         assert httpx.get(f"{base}/healthz").status_code == 200
+    # a client that left is no error of the server's
+    assert "unhandled error" not in (tmp_path / "stderr.log").read_text()
 
 
 async def _hold(port: int, stop: asyncio.Event) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, UriTooLong
@@ -153,6 +154,11 @@ class RequestContextMiddleware:
                     await _send_problem(send_with_headers, too_long.problem(path, request_id))
                 return
             await self.app(scope, receive, send_with_headers)
+        except ClientDisconnect:
+            # The client left, or its body came too late (`clients.py` answered 408): no
+            # error of ours, counted and logged as nginx does, 499.
+            if not response_started:
+                status = 499
         except Exception:
             log.exception("unhandled error")
             if response_started:

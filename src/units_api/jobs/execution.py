@@ -92,6 +92,8 @@ async def end_job(db: Database, setup: JobSetup, claim: Claim, status: str, **va
     async with db.transaction() as conn:
         if status == SUCCEEDED:
             values["progress"] = 1.0
+        elif "result" not in values:
+            values.update(await _so_far(conn, setup, claim))
         await queue.record(
             conn,
             claim,
@@ -104,6 +106,19 @@ async def end_job(db: Database, setup: JobSetup, claim: Claim, status: str, **va
         row = await queue.get(conn, claim.id)
         assert row is not None
         await setup.ended(conn, row)
+
+
+async def _so_far(conn: AsyncConnection, setup: JobSetup, claim: Claim) -> dict[str, Any]:
+    """What a job that fails without a result of its own (storage, an unexpected error, its
+    file's fault) shows of the work it committed: its kind's reading of its last checkpoint
+    (an import's counts), read in `conn`'s transaction."""
+    so_far = setup.kinds.kind(claim.kind).so_far
+    if so_far is None:
+        return {}
+    row = await queue.get(conn, claim.id)
+    if row is None or not row["checkpoint"]:
+        return {}
+    return so_far(orjson.loads(row["checkpoint"]))
 
 
 async def run_claimed(context: JobContext, setup: JobSetup) -> None:
@@ -169,7 +184,13 @@ async def _discard(db: Database, storage: Storage, job_id: uuid.UUID, key: str) 
     async with db.read() as conn:
         row = await queue.get(conn, job_id)
     if row is not None and row["status"] in (SUCCEEDED, FAILED):
-        await storage.delete(key)
+        try:
+            await storage.delete(key)
+        except Exception as exc:  # the store read-only or failing: the job has ended all the same
+            if (fault := storage_fault(exc)) is None:
+                raise
+            about = {"jobId": str(job_id), "file": key, "error": bound_error(fault.detail)}
+            log.warning("job's uploaded file not deleted", extra=about)
 
 
 def child_main(

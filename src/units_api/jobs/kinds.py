@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 Body = Callable[["JobContext"], Awaitable[dict[str, Any]]]
 # A kind's own fields in the job's API representation, from its stored params and result.
 Fields = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+# What a job that fails after committing part of its work shows of it: the values written on
+# the job (its result...) from its last checkpoint.
+SoFar = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,9 @@ class JobKind:
     # True: the job's process runs in the idle CPU class, only on time nothing else wants
     # (for work that holds no lock a request may wait for); False: at a lowered priority.
     idle: bool
+    # A kind whose checkpoints describe work committed (an import's rows): the values a job
+    # that fails shows of it, as a failure the kind reports itself would (None: nothing).
+    so_far: SoFar | None = None
 
 
 @dataclass(frozen=True, slots=True)
