@@ -135,8 +135,8 @@ async def stream(
     """The feed's file in pieces: every unit live on the channel, by id, BATCH units at a
     time, each batch read on a short connection of its own while the one before is written
     (in a thread: the event loop keeps serving other requests, and deflate runs beside it)."""
-    # The units the columns show live on it; each is then judged with the one-unit rules
-    # (`readiness.live`: a sale's 30 days).
+    # The units the columns show live on it; each record then adds what columns cannot say
+    # (`listings.listing`: a sale's 30 days).
     condition = channels.live_condition(META_CATALOG, (listed.name,), db.dialect)
 
     async def fetch(after: uuid.UUID | None) -> tuple[Rows, uuid.UUID | None]:
