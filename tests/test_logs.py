@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import orjson
 import pytest
 
 from units_api.errors import MAX_ERROR_TEXT
-from units_api.logs import GROUP_MEMBERS, TRACEBACK_FRAMES, JsonFormatter, redact
+from units_api.logs import (
+    GROUP_MEMBERS,
+    TRACEBACK_FRAMES,
+    AccessLog,
+    JsonFormatter,
+    redact,
+    request_id_var,
+)
 
 
 @pytest.mark.parametrize(
@@ -82,3 +90,40 @@ def test_a_logged_exception_is_bounded_as_python_would_print_it() -> None:
     assert [n for n in range(len(members)) if f"member {n}\n" in text + "\n"] == list(
         range(GROUP_MEMBERS)
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "client", "key_id", "request_id", "duration_ms"),
+    [
+        ("/api/v2/units/0192", "", "127.0.0.1", "0192a6f0-key", "4f2a", 3.12),
+        ("/api/v2/units", "filter=city==Cairo&limit=5", None, None, None, 0.0),
+        ('/a"b\\c', 'q="x"\\y', "::1", "k", "id/+=:@", 12.5),
+        ("/الوحدات/é", "p=\x01\x7f\ttab", "10.0.0.1", None, "r", 0.01),
+        ("/api/v2/units", "key=uak_AbCdEf&u=redis://:pw@cache", None, "k", "r", 1e16),
+        ("/x", "", None, None, "", 123456789.99),
+    ],
+)
+def test_an_access_line_is_the_json_of_its_fields(
+    capfd: pytest.CaptureFixture[str],
+    path: str,
+    query: str,
+    client: str | None,
+    key_id: str | None,
+    request_id: str | None,
+    duration_ms: float,
+) -> None:
+    """Written from its template or by the encoder, the same bytes: the fields in their
+    order, every text escaped as JSON needs, secrets masked."""
+    token = request_id_var.set(request_id)
+    try:
+        AccessLog().write(path, query, "GET", 404, duration_ms, client, key_id)
+    finally:
+        request_id_var.reset(token)
+    written = capfd.readouterr().err
+    line = orjson.loads(written)
+    expected = {"time": line["time"], "level": "INFO", "logger": AccessLog.NAME}
+    expected |= {"message": "request", **({"requestId": request_id} if request_id else {})}
+    expected |= {"path": redact(path), "query": redact(query), "method": "GET", "status": 404}
+    expected |= {"durationMs": duration_ms, "client": client, "keyId": key_id}
+    assert written.encode() == orjson.dumps(expected) + b"\n"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])

@@ -9,6 +9,7 @@ import asyncio
 import os
 import re
 import subprocess
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
 from tests.test_cli import free_port
 from units_api import scrape
 from units_api.db import Database, create_engine
+from units_api.metrics import LATENCY_BUCKETS
 from units_api.migrate import upgrade
 
 UNIT = "/api/v2/units/{id}"
@@ -386,3 +388,55 @@ def test_a_job_process_counts_its_reads_into_its_server(tmp_path: Path) -> None:
     # One slot: its files, whatever the number of jobs run in it.
     assert written and all(re.fullmatch(r"[a-z]+_job-\d+-0\.db", name) for name in written)
     assert len({name.split("_")[0] for name in written}) == len(written)
+
+
+# Observes the same latencies through `observe_request` and through the library's own
+# `observe`, says so, and stays alive until its stdin closes.
+_OBSERVER = """
+import os, random, sys
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = sys.argv[1]
+from units_api import metrics
+metrics.init()
+random.seed(7)
+edges = [*metrics.LATENCY_BUCKETS, 0.0, 30.0]
+for n in range(3000):
+    seconds = random.expovariate(20) if n % 3 else random.choice(edges)
+    metrics.observe_request("GET", f"/ours/{n % 40}", 200, seconds)
+    metrics._series.latency.labels("GET", f"/library/{n % 40}", "200").observe(seconds)
+print("observed", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_request_is_in_the_scrape_of_any_process_once_observed(tmp_path: Path) -> None:
+    """The request histogram is written into its process's file as each request is observed,
+    the same buckets, counts and sums as the library's own `observe` writes (across the
+    file's growth: 80 series), and read by another process while the observer still runs:
+    nothing waits in memory for a flush."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    with subprocess.Popen(
+        [sys.executable, "-c", _OBSERVER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    ) as observer:
+        assert observer.stdout is not None and observer.stdin is not None
+        assert observer.stdout.readline() == b"observed\n"
+        registry = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(registry, str(tmp_path))  # type: ignore[no-untyped-call]
+        text = generate_latest(registry).decode()
+        observer.stdin.close()
+        assert observer.wait(timeout=30) == 0
+    ours: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    library: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            route = sample.labels.get("route", "")
+            if sample.name.startswith("units_api_http_request_duration_seconds"):
+                labels = tuple(sorted({**sample.labels, "route": route.split("/")[-1]}.items()))
+                found = ours if route.startswith("/ours/") else library
+                found[sample.name, labels] = sample.value
+    assert len(ours) == 40 * (len(LATENCY_BUCKETS) + 1 + 2)  # buckets, +Inf, count, sum
+    assert ours == library
+    assert sum(v for (name, _), v in ours.items() if name.endswith("_count")) == 3000

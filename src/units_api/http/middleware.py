@@ -180,13 +180,11 @@ class RequestContextMiddleware:
         access_log.write(
             path,
             query.decode("latin-1"),
-            {
-                "method": scope["method"],
-                "status": status,
-                "durationMs": round(elapsed * 1000, 2),
-                "client": client[0] if client else None,
-                "keyId": scope["state"].get(STATE_KEY_ID),
-            },
+            scope["method"],
+            status,
+            round(elapsed * 1000, 2),
+            client[0] if client else None,
+            scope["state"].get(STATE_KEY_ID),
         )
 
 
