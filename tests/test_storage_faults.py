@@ -98,6 +98,17 @@ async def export(api: Api, project: str) -> dict[str, object]:
     return await finished(api, response.json()["id"])
 
 
+async def claimed_import(api: Api, prefix: str, count: int) -> tuple[str, uuid.UUID, queue.Claim]:
+    """An import of `count` villas of a new project, uploaded and its job claimed (not run)."""
+    project = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    rows = f"Garden Villa,villa,Cairo,1000,{project}\n".encode() * count
+    csv = b"name,type,city,price,subProjectId\n" + rows
+    upload = await api.request("POST", IMPORTS, files={"file": ("units.csv", csv)})
+    assert upload.status_code == 202, upload.text
+    job_id = uuid.UUID(upload.json()["id"])
+    return project, job_id, await claim_first(api, job_id, "import")
+
+
 async def test_a_full_files_directory_fails_uploads_and_exports_and_nothing_else(
     settings: Settings, disk: Disk
 ) -> None:
@@ -251,13 +262,7 @@ async def test_an_import_into_sqlite_on_a_full_disk_waits_for_space_and_writes_n
     settings = Settings(database_url=url, access_log=False, files_dir=files_dir, run_jobs=False)
     async for api in start_api(settings):
         db = api.context.db
-        project = f"imp-{uuid.uuid4().hex[:10]}"
-        rows = f"Garden Villa,villa,Cairo,1000,{project}\n".encode() * 600
-        csv = b"name,type,city,price,subProjectId\n" + rows
-        upload = await api.request("POST", IMPORTS, files={"file": ("units.csv", csv)})
-        assert upload.status_code == 202, upload.text
-        job_id = uuid.UUID(upload.json()["id"])
-        claim = await claim_first(api, job_id, "import")
+        project, job_id, claim = await claimed_import(api, "imp", 600)
         disk.fill()
         lines = Lines()
         logger = logging.getLogger("units_api.jobs.execution")
@@ -317,13 +322,7 @@ async def test_an_import_failed_by_storage_reports_the_rows_it_had_committed(
     on_disk = settings.model_copy(update={"files_dir": str(disk.path / "files"), "run_jobs": False})
     async for api in start_api(on_disk):
         db = api.context.db
-        project = f"part-{uuid.uuid4().hex[:10]}"
-        rows = f"Garden Villa,villa,Cairo,1000,{project}\n".encode() * 2500
-        csv = b"name,type,city,price,subProjectId\n" + rows
-        upload = await api.request("POST", IMPORTS, files={"file": ("units.csv", csv)})
-        assert upload.status_code == 202, upload.text
-        job_id = uuid.UUID(upload.json()["id"])
-        claim = await claim_first(api, job_id, "import")
+        project, job_id, claim = await claimed_import(api, "part", 2500)
         first = _GoneAfterOneBatch(db, on_disk, api.context.storage, claim, LEASE)
         await run_claimed(first, JOBS)
         assert first.batches == 1
