@@ -2,10 +2,10 @@
 metrics and the access log on (the defaults) beside the same server with both off, measured
 in the same run.
 
-Seeds N units into PostgreSQL (as bench/write.py does; `--reuse` keeps them), starts both
-servers, loads each with wrk in alternating runs (both see the same noise; each goes first in
-every other pair), and prints the median requests/s, p50 and p99 of each, their ratio, the
-median of the runs' ratios, and CPU per request.
+Seeds N units into PostgreSQL (as bench/write.py does; `--reuse` keeps them); for each run
+starts both servers afresh, warms each up for 2 s and loads each with wrk (both see the same
+noise; each goes first in every other run), and prints the median requests/s, p50 and p99
+of each, their ratio, the median of the runs' ratios, and CPU per request.
 
     make bench-ops                                 # 100,000 units, 5 runs x 10 s, 32 connections
     make bench-ops OPS_ARGS="--units 20000 --runs 3 --workers 2"
@@ -32,6 +32,7 @@ from write import parse_args, prepare
 from units_api.migrate import upgrade
 
 QUIET = {"UNITS_API_ACCESS_LOG": "false", "UNITS_API_REQUEST_METRICS": "false"}
+WARMUP = 2  # seconds of load a fresh server gets before it is measured
 
 
 def main() -> None:
@@ -45,35 +46,41 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     ids_file = RESULTS / "ids.txt"
     ids_file.write_text("\n".join(ids) + "\n")
-    servers = {}
-    for name, extra in (("observed", {}), ("quiet", QUIET)):
-        port = free_port()
-        log = RESULTS / f"ops-{name}.log"
-        servers[name] = (port, start_server(args.database_url, port, args.workers, log, extra))
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
-    try:
-        for run in range(args.runs):
+    names = {"observed": {}, "quiet": QUIET}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for run in range(args.runs):
+        # Both servers started afresh for each run: a process keeps for its life what it drew
+        # at its start (its cores, the layout of its memory and dicts), which moved one
+        # server's figures against another's by 10-15 % for the whole of a run of pairs.
+        servers = {}
+        try:
+            for name, extra in names.items():
+                port = free_port()
+                log = RESULTS / f"ops-{name}.log"
+                servers[name] = (
+                    port,
+                    start_server(args.database_url, port, args.workers, log, extra),
+                )
             # Each server goes first in every other run: neither gains from going first.
             ordered = list(servers.items())
             for name, (port, process) in ordered if run % 2 == 0 else ordered[::-1]:
+                load = {
+                    "connections": args.connections,
+                    "threads": args.threads,
+                    "script": "units.lua",
+                    "script_args": ("get", str(ids_file)),
+                }
+                run_wrk(f"http://127.0.0.1:{port}", key, duration=WARMUP, **load)
                 cpu = cpu_seconds(process.pid)
-                figures = run_wrk(
-                    f"http://127.0.0.1:{port}",
-                    key,
-                    connections=args.connections,
-                    duration=args.duration,
-                    threads=args.threads,
-                    script="units.lua",
-                    script_args=("get", str(ids_file)),
-                )
+                figures = run_wrk(f"http://127.0.0.1:{port}", key, duration=args.duration, **load)
                 figures["cpu_us"] = (
                     (cpu_seconds(process.pid) - cpu) / (figures["rps"] * args.duration) * 1e6
                 )
                 runs[name].append(figures)
-    finally:
-        for _, process in servers.values():
-            process.terminate()
-            process.wait(timeout=30)
+        finally:
+            for _, process in servers.values():
+                process.terminate()
+                process.wait(timeout=30)
     report: dict[str, Any] = {
         "units": args.units,
         "runs": args.runs,
