@@ -20,3 +20,10 @@ async def test_it_counts_per_key_and_drops_ended_windows() -> None:
         assert (await limiter.hit(key, rate)).allowed  # the fifth new key sweeps
     assert "a" not in limiter._windows and "b" not in limiter._windows
     assert (await limiter.hit("a", rate)).allowed
+
+
+def test_rates_parsed_once_are_kept_within_a_bound() -> None:
+    # Keys' rates are checked as clients send them: many distinct texts keep little.
+    for quota in range(1, 2_001):
+        assert parse_rate(f"{quota}/minute").quota == quota
+    assert parse_rate.cache_info().currsize <= 256

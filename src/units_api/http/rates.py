@@ -20,7 +20,8 @@ class Rate:
         return f'"default";q={self.quota};w={self.window}'
 
 
-@functools.cache
+# Bounded: a key's rate is also checked here as a client sent it, and those are many.
+@functools.lru_cache(maxsize=256)
 def parse_rate(text: str) -> Rate:
     """`600/minute` -> Rate(600, 60); raises ValueError on anything else."""
     match = _RATE.match(text)
