@@ -135,6 +135,12 @@ def _current(request: Request, tag: str, modified: datetime | None) -> bool:
     return not_modified(request.headers, tag, modified)
 
 
+def _live(body: str, tag: str, updated_at: str | None) -> Page:
+    """A live page to keep, with the caching headers every answer of it carries."""
+    modified = _modified(updated_at)
+    return Page("live", body.encode(), tag, modified, _cached(tag, modified))
+
+
 def _served(request: Request, language: str, page: Page) -> Response:
     """A kept page, or a 304 when the client's copy is current."""
     headers = page.headers
@@ -210,8 +216,7 @@ def _render_unit(site: Site, unit: dict[str, Any], websites: list[Channel]) -> P
         unit=page,
         jsonld=jsonld.script_text(jsonld.listing(unit, page)),
     )
-    modified = _modified(unit["updatedAt"])
-    return Page("live", body.encode(), tag, modified, _cached(tag, modified))
+    return _live(body, tag, unit["updatedAt"])
 
 
 async def _listings(request: Request, language: str) -> Response:
@@ -285,8 +290,7 @@ def _render_listings(site: Site, search: service.Search, found: service.Found) -
     body = _template("listings.html").render(language=language, t=WORDS[language], **values)
     tag = '"' + hashlib.blake2b(body.encode(), digest_size=12).hexdigest() + '"'
     latest = max((unit["updatedAt"] for unit in found.units), default=None)
-    modified = _modified(latest)
-    return Page("live", body.encode(), tag, modified, _cached(tag, modified))
+    return _live(body, tag, latest)
 
 
 @router.get("/listings", operation_id="websiteListingsEn")
