@@ -413,15 +413,25 @@ async def test_every_unit_once_across_batches(api: Api, monkeypatch: pytest.Monk
         assert listed == sorted(ids)
 
 
+@pytest.mark.parametrize("stored", ["no publishing", "not json", "unpublished"])
 async def test_a_stored_unit_the_feed_cannot_read_is_left_out_and_the_rest_goes_out(
-    api: Api,
+    api: Api, stored: str
 ) -> None:
+    """A record written by other means than the service's writes: one the feed cannot read,
+    or one whose document disagrees with the columns that selected it."""
     feed = await new_feed(api)
     kept, broken = await feed.publish(), await feed.publish()
     key = uuid.UUID(broken)
     async with api.context.db.transaction() as conn:
         doc = (await conn.execute(select(units.c.doc).where(units.c.id == key))).scalar_one()
-        unreadable = dumps({"id": broken, "name": "no publishing"}).decode()
+        if stored == "no publishing":
+            unreadable = dumps({"id": broken, "name": "no publishing"}).decode()
+        elif stored == "not json":
+            unreadable = doc[: len(doc) // 2]
+        else:
+            record = orjson.loads(doc)
+            record["publishing"] = {**record["publishing"], "status": "draft", "channels": []}
+            unreadable = dumps(record).decode()
         await conn.execute(update(units).where(units.c.id == key).values(doc=unreadable))
     try:
         for extension in ("xml", "csv"):
