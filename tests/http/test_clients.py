@@ -21,6 +21,7 @@ import orjson
 
 from tests.conftest import unit_body, wait_until_ready
 from tests.test_cli import free_port
+from units_api.http.clients import HeadWithBody
 
 IDLE = 500
 SLOW = 50
@@ -168,3 +169,73 @@ def test_sigterm_lets_the_request_in_flight_finish_and_exits_0(tmp_path: Path) -
             finished = answer(conn)
         assert finished.startswith(b"HTTP/1.1 201 "), finished[:200]
         assert process.wait(timeout=30) == 0
+
+
+class Recorder(asyncio.Transport):
+    """A transport that keeps what each call would have sent, one entry per call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.sent.append(bytes(data))
+
+    def writelines(self, list_of_data: object) -> None:
+        self.sent.append(b"".join(list_of_data))  # type: ignore[arg-type]
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+
+
+async def test_a_head_goes_with_its_body_in_one_call_and_alone_at_the_end_of_the_turn() -> None:
+    loop = asyncio.get_running_loop()
+    recorder = Recorder()
+    transport = HeadWithBody(recorder, loop)
+    transport.write(HEAD)
+    transport.write(b"{}")
+    assert recorder.sent == [HEAD + b"{}"]
+
+    # A head whose body waits (a stream's first piece not read yet) is not held past the turn.
+    transport.write(HEAD)
+    assert recorder.sent == [HEAD + b"{}"]
+    await asyncio.sleep(0)
+    assert recorder.sent == [HEAD + b"{}", HEAD]
+    transport.write(b"{}")
+    assert recorder.sent[-1] == b"{}"
+
+    # A body's own pieces, and anything not a head, go at once; a close sends a held head.
+    transport.write(b"HTTP/1.1 is text in a body")
+    assert recorder.sent[-1] == b"HTTP/1.1 is text in a body"
+    transport.write(HEAD)
+    transport.close()
+    assert recorder.sent[-1] == HEAD and recorder.closed
+    await asyncio.sleep(0)
+    assert recorder.sent.count(HEAD) == 2
+
+
+def test_answers_are_whole_when_heads_wait_for_their_bodies(tmp_path: Path) -> None:
+    """Keep-alive requests of every shape, a 304 and a 204 among them, on one connection."""
+    with server(tmp_path) as (_, base, key), httpx.Client(base_url=base) as client:
+        headers = {"Authorization": f"Bearer {key}"}
+        created = client.post("/api/v2/units", json=unit_body(), headers=headers)
+        assert created.status_code == 201
+        path = f"/api/v2/units/{created.json()['id']}"
+        for _ in range(3):
+            got = client.get(path, headers=headers)
+            assert got.status_code == 200 and got.json() == created.json()
+            again = client.get(path, headers={**headers, "If-None-Match": got.headers["etag"]})
+            assert again.status_code == 304 and again.content == b""
+            other = client.post("/api/v2/units", json=unit_body(), headers=headers).json()["id"]
+            gone = client.delete(f"/api/v2/units/{other}", headers=headers)
+            assert gone.status_code == 204 and gone.content == b""
+            missing = client.get("/api/v2/units/nothing-here", headers=headers)
+            assert missing.status_code in (400, 404)
+            assert missing.headers["content-type"] == "application/problem+json"

@@ -8,6 +8,9 @@ connection closed, and its handler, if it was waiting for the body, is told the 
 A slow client holds only its own connection: the event loop serves everyone else meanwhile.
 
 While the server drains before it stops (`draining.py`), every answer closes its connection.
+
+A response's head is sent with the start of its body (`HeadWithBody`): uvicorn writes them
+separately, and uvloop sends each write at once, so every answer cost two system calls.
 """
 
 from __future__ import annotations
@@ -53,6 +56,52 @@ def timeout_response(path: str | None, seconds: float) -> bytes:
     return head.encode() + body
 
 
+class HeadWithBody:
+    """A connection's transport that holds a response's head (uvicorn writes it alone, ending
+    with its blank line) until the body's first write, and sends both in one call. A head
+    whose body does not follow in the same turn of the event loop (a stream waiting for its
+    first piece, a 304) goes at the end of that turn."""
+
+    __slots__ = ("_head", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._head: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.writelines((head, data))
+        elif data[:5] == b"HTTP/" and data[-4:] == b"\r\n\r\n":
+            self._head = data
+            self._loop.call_soon(self.release)
+        else:
+            self._transport.write(data)
+
+    def release(self) -> None:
+        """Send a head still held."""
+        head = self._head
+        if head is not None:
+            self._head = None
+            if not self._transport.is_closing():
+                self._transport.write(head)
+
+    def close(self) -> None:
+        self.release()
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._transport.get_extra_info(name, default)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class TimedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline on each phase a client controls: the
     first bytes of a new connection, a request's headers, its body."""
@@ -65,6 +114,7 @@ class TimedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.transport = HeadWithBody(transport, self.loop)  # type: ignore[assignment]
         self._arm(IDLE)
 
     def connection_lost(self, exc: Exception | None) -> None:
