@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
+import select
 import sys
+import threading
+from pathlib import Path
 
 import orjson
 import pytest
@@ -127,3 +132,48 @@ def test_an_access_line_is_the_json_of_its_fields(
     expected |= {"durationMs": duration_ms, "client": client, "keyId": key_id}
     assert written.encode() == orjson.dumps(expected) + b"\n"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
+
+
+@pytest.mark.parametrize("into", ["file", "pipe"])
+def test_lines_written_from_an_event_loop_arrive_whole_and_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, into: str
+) -> None:
+    """In an event loop the lines are written by a thread of their own, in many writes (64
+    KiB at most to a file, PIPE_BUF to a pipe); at exit, what waits is written too."""
+    count = 3000
+    reader: threading.Thread | None = None
+    received = bytearray()
+    if into == "file":
+        out = os.open(tmp_path / "stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    else:
+        read_end, out = os.pipe()
+
+        def read() -> None:
+            while chunk := os.read(read_end, 1 << 20):
+                received.extend(chunk)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+    stream = os.fdopen(out, "w")
+    monkeypatch.setattr(sys, "stderr", stream)
+    log = AccessLog()
+    assert log._most() == (65536 if into == "file" else select.PIPE_BUF)
+
+    async def serve() -> None:
+        for number in range(count):
+            log.write(f"/api/v2/units/{number}", "", "GET", 200, 1.5, "127.0.0.1", None)
+            if number % 100 == 0:
+                await asyncio.sleep(0.011)  # some flushes by the timer, some by size
+
+    asyncio.run(serve())
+    log.close()
+    stream.close()
+    if reader is not None:
+        reader.join(timeout=30)
+        os.close(read_end)
+    else:
+        received.extend((tmp_path / "stderr").read_bytes())
+    lines = received.decode().splitlines()
+    assert [orjson.loads(line)["path"] for line in lines] == [
+        f"/api/v2/units/{number}" for number in range(count)
+    ]

@@ -14,9 +14,12 @@ import atexit
 import logging
 import logging.config
 import os
+import queue
 import re
 import select
+import stat
 import sys
+import threading
 import time
 import traceback
 from contextvars import ContextVar
@@ -115,7 +118,10 @@ class AccessLog:
 
     Lines are written whole on stderr's file descriptor, those of one turn of the event loop
     together: the lines of a server's processes, sharing it, never cut into each other (a
-    pipe writes up to `PIPE_BUF` bytes whole)."""
+    pipe writes up to `PIPE_BUF` bytes whole; a file, appended to through one shared offset,
+    any write whole). In an event loop they are written by a thread of their own: the
+    kernel's side of appending to a file (about 20 us of a cached read's 230) is then spent
+    beside the loop, not in it."""
 
     NAME = "units_api.access"
 
@@ -126,7 +132,9 @@ class AccessLog:
         self._pending: list[bytes] = []
         self._size = 0
         self._scheduled = False
-        atexit.register(self.flush)
+        self._limit = 0  # bytes of lines written at once (`_most`), read at the first line
+        self._writer: _Writer | None = None
+        atexit.register(self.close)
 
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
@@ -174,10 +182,10 @@ class AccessLog:
     def _queue(self, data: bytes) -> None:
         """Lines wait up to FLUSH_SECONDS and go in one write (a write per line cost a cached
         read a tenth of its throughput; a write per turn of the event loop, a few percent),
-        never more than PIPE_BUF bytes of whole lines at once, so the lines of a server's
-        processes still never cut into each other. Outside an event loop, a line goes at
+        never more than PIPE_BUF bytes of whole lines at once to a pipe, so the lines of a
+        server's processes still never cut into each other. Outside an event loop, a line goes at
         once; at exit, what waits goes too."""
-        if self._size + len(data) > select.PIPE_BUF:
+        if self._size + len(data) > (self._limit or self._most()):
             self.flush()
         self._pending.append(data)
         self._size += len(data)
@@ -191,7 +199,18 @@ class AccessLog:
         self._scheduled = True
         loop.call_later(FLUSH_SECONDS, self.flush)
 
+    def _most(self) -> int:
+        """How many bytes of lines go in one write: a pipe's (or a terminal's, a socket's)
+        PIPE_BUF, or 64 KiB for a regular file."""
+        try:
+            regular = stat.S_ISREG(os.fstat(sys.stderr.fileno()).st_mode)
+        except (AttributeError, OSError, ValueError):
+            regular = False
+        self._limit = 65536 if regular else select.PIPE_BUF
+        return self._limit
+
     def flush(self) -> None:
+        """Write what waits: by the writer thread in an event loop, else at once."""
         self._scheduled = False
         if not self._pending:
             return
@@ -199,10 +218,54 @@ class AccessLog:
         self._pending.clear()
         self._size = 0
         try:
-            os.write(sys.stderr.fileno(), data)
-        except (AttributeError, OSError, ValueError):  # a stream without a descriptor
-            sys.stderr.write(data.decode())
-            sys.stderr.flush()
+            asyncio.get_running_loop()
+        except RuntimeError:
+            if self._writer is not None:
+                self._writer.finish()  # what it holds goes first
+                self._writer = None
+            _write_out(data)
+            return
+        if self._writer is None or not self._writer.is_alive():
+            self._writer = _Writer()
+        self._writer.lines.put(data)
+
+    def close(self) -> None:
+        """At exit: every line waiting, and the writer's, written."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.finish()
+        self._scheduled = False
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._size = 0
+            _write_out(data)
+
+
+def _write_out(data: bytes) -> None:
+    try:
+        os.write(sys.stderr.fileno(), data)
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor
+        sys.stderr.write(data.decode())
+        sys.stderr.flush()
+
+
+class _Writer(threading.Thread):
+    """The access log's writes, in the order they were handed over."""
+
+    def __init__(self) -> None:
+        super().__init__(name="units-api-access-log", daemon=True)
+        self.lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.start()
+
+    def run(self) -> None:
+        while (data := self.lines.get()) is not None:
+            _write_out(data)
+
+    def finish(self) -> None:
+        """Write what was handed over, then stop."""
+        self.lines.put(None)
+        self.join(timeout=10)
 
 
 access_log = AccessLog()
