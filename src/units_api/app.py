@@ -66,6 +66,7 @@ from units_api.replicas import unreachable
 from units_api.scrape import watch_pools
 from units_api.sitemaps.router import router as sitemaps_router
 from units_api.units.counting import CountCache
+from units_api.units.gathering import Gatherer
 from units_api.units.remembering import create_result_cache
 from units_api.units.repository import located_by_time
 from units_api.units.router import DIRECT_OPERATIONS
@@ -231,6 +232,7 @@ def create_context(settings: Settings) -> AppContext:
         jobs_wake=asyncio.Event(),
         names=NameCache(db),
         channels=ChannelCache(db),
+        writes=Gatherer(db) if db.dialect == "postgresql" else None,
     )
 
 

@@ -16,6 +16,7 @@ from units_api.jobs.storage import Storage
 from units_api.names.service import NameCache
 from units_api.redis_link import RedisLink
 from units_api.units.counting import CountCache
+from units_api.units.gathering import Gatherer
 from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
 from units_api.website.cache import PageCache
@@ -50,6 +51,8 @@ class AppContext:
     located_by_time: bool = False
     # The website's unit pages this process rendered lately (website/cache.py).
     pages: PageCache = field(default_factory=PageCache)
+    # PostgreSQL: single writes made together when they arrive together (units/gathering.py).
+    writes: Gatherer | None = None
 
     async def close_shared(self) -> None:
         """Closes the rate limiter, the remembered answers and the Redis they share."""

@@ -72,6 +72,11 @@ class Idempotency:
         self._db = db
         self._ttl = timedelta(seconds=ttl_seconds)
 
+    @staticmethod
+    def asked(request: Request) -> bool:
+        """Whether the request carries an Idempotency-Key."""
+        return request.headers.get(HEADER) is not None
+
     async def run(
         self, request: Request, owner: str, body: bytes, operation: Operation
     ) -> Response:

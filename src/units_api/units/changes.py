@@ -189,8 +189,9 @@ async def write_rows(conn: Connection, rows: Rows, last: bool = False) -> None:
         arguments.append(rows.trace_context)
     written = await driver.fetchval(statements[rows.kind, one], *arguments)
     if written != len(rows.history):
-        # One unit read without a lock wrote nothing; in a batch of locked units (the only
-        # way batches are written) no unit can move.
+        # A unit read without a lock had moved on: alone, it wrote nothing; in a batch (units
+        # gathered, `gathering.py`), the batch's transaction is rolled back. In a batch of
+        # locked units no unit can move.
         raise Moved
 
 

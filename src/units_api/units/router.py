@@ -10,6 +10,7 @@ from fastapi import APIRouter, Path, Request
 from sqlalchemy.ext.asyncio import AsyncConnection
 from starlette.responses import Response
 
+from units_api import tracing
 from units_api.auth.access import authorize
 from units_api.auth.scopes import UNITS_PUBLISH, UNITS_READ, UNITS_WRITE
 from units_api.auth.service import Principal
@@ -50,7 +51,7 @@ from units_api.validation import parse_model
 router = APIRouter(prefix="/api/v2/units", tags=["units"])
 StateAction = Callable[[AsyncConnection, uuid.UUID, Any, str | None, Principal], Awaitable[Written]]
 Update = Callable[
-    [Connection, uuid.UUID, Any, str | None, Principal, Vocabularies],
+    [Connection | service.Gathered, uuid.UUID, Any, str | None, Principal, Vocabularies],
     Awaitable[Written],
 ]
 
@@ -199,8 +200,14 @@ async def create_unit(
     context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
 
+    vocabularies = context.settings.vocabularies
+    gatherer = context.writes
+    if gatherer is not None and not context.idempotency.asked(request) and not tracing.on:
+        written = await service.create_gathered(gatherer, body.value, principal, vocabularies)
+        return _unit_response(written, 201)
+
     async def operation(conn: Connection) -> Response:
-        written = await service.create(conn, body.value, principal, context.settings.vocabularies)
+        written = await service.create(conn, body.value, principal, vocabularies)
         return _unit_response(written, 201)
 
     return await context.idempotency.run_on_driver(
@@ -363,15 +370,13 @@ async def _update(
     context = app_context(request)
     expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
+    vocabularies = context.settings.vocabularies
+    if context.writes is not None and not tracing.on:
+        where = service.Gathered(context.db, context.writes)
+        written = await apply(where, unit_id, body.value, expected, principal, vocabularies)
+        return _unit_response(written)
     async with context.db.operation() as conn:
-        written = await apply(
-            conn,
-            unit_id,
-            body.value,
-            expected,
-            principal,
-            context.settings.vocabularies,
-        )
+        written = await apply(conn, unit_id, body.value, expected, principal, vocabularies)
     return _unit_response(written)
 
 

@@ -17,7 +17,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import format_time, parse_time, utcnow
-from units_api.db import Connection
+from units_api.db import Connection, Database
 from units_api.errors import NotFound, ValidationFailed
 from units_api.filters.evaluate import Predicate
 from units_api.filters.tree import Node
@@ -28,6 +28,7 @@ from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.filtering import unit_predicate
+from units_api.units.gathering import Gatherer
 from units_api.units.record import UnitRecord, diff
 from units_api.units.schemas import EDITABLE_FIELDS, SERVER_FIELDS
 from units_api.units.validation import check_patch_keys, validate_patched, validate_unit
@@ -119,6 +120,16 @@ async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabul
     return Written(record.id, record.version, change.doc.encode())
 
 
+async def create_gathered(
+    gatherer: Gatherer, body: Any, who: Caller, vocabularies: Vocabularies
+) -> Written:
+    """`create`, written with the creates that arrive beside it (`gathering.py`)."""
+    change = _created(validate_unit(body, vocabularies))
+    await gatherer.write(changes.prepare("insert", [change], who.actor, _admit(who)))
+    record = change.record
+    return Written(record.id, record.version, change.doc.encode())
+
+
 async def get(conn: Connection, unit_id: uuid.UUID, who: Caller) -> tuple[bytes, int]:
     row = await repository.fetch_doc(conn, unit_id)
     admit = _admit(who)
@@ -153,14 +164,28 @@ async def locked(
 _OPTIMISTIC = (False, False, True)
 
 
+@dataclass(slots=True)
+class Gathered:
+    """Where a PUT or PATCH runs when its write is gathered with others (PostgreSQL): its
+    reads each on a connection of their own, its write by `gatherer`; a unit that moved on
+    twice is then updated under a lock, alone."""
+
+    db: Database
+    gatherer: Gatherer
+
+
 async def _update(
-    conn: Connection,
+    conn: Connection | Gathered,
     unit_id: uuid.UUID,
     if_match: str | None,
     who: Caller,
     action: str,
     new_fields: Callable[[UnitRecord], dict[str, Any]],
 ) -> Written:
+    if isinstance(conn, Gathered):
+        return await _update_gathered(
+            conn.db, conn.gatherer, unit_id, if_match, who, action, new_fields
+        )
     optimistic = conn.dialect.name == "postgresql"
     for lock in _OPTIMISTIC if optimistic else (True,):
         record = await _read(conn, unit_id, if_match, who, lock)
@@ -173,6 +198,35 @@ async def _update(
             continue
         return Written(record.id, record.version, change.doc.encode())
     raise AssertionError("a locked unit cannot move")
+
+
+async def _update_gathered(
+    db: Database,
+    gatherer: Gatherer,
+    unit_id: uuid.UUID,
+    if_match: str | None,
+    who: Caller,
+    action: str,
+    new_fields: Callable[[UnitRecord], dict[str, Any]],
+) -> Written:
+    for _ in _OPTIMISTIC[:-1]:
+        async with db.fast_read() as conn:
+            record = await _read(conn, unit_id, if_match, who, lock=False)
+        change = _updated(record, new_fields(record), action)
+        if change is None:
+            return Written(record.id, record.version, record.render())
+        try:
+            await gatherer.write(changes.prepare("update", [change], who.actor, _admit(who)))
+        except changes.Moved:
+            continue
+        return Written(record.id, record.version, change.doc.encode())
+    async with db.operation() as conn:
+        record = await locked(conn, unit_id, if_match, who)
+        change = _updated(record, new_fields(record), action)
+        if change is None:
+            return Written(record.id, record.version, record.render())
+        await changes.write(conn, "update", [change], who.actor, True, _admit(who))
+        return Written(record.id, record.version, change.doc.encode())
 
 
 @dataclass(slots=True)
@@ -272,7 +326,7 @@ def validate_row(body: Mapping[str, Any], vocabularies: Vocabularies) -> dict[st
 
 
 async def replace(
-    conn: Connection,
+    conn: Connection | Gathered,
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,
@@ -287,7 +341,7 @@ async def replace(
 
 
 async def patch(
-    conn: Connection,
+    conn: Connection | Gathered,
     unit_id: uuid.UUID,
     body: Any,
     if_match: str | None,

@@ -1,0 +1,135 @@
+"""Single writes gathered on PostgreSQL (units/gathering.py): writes that arrive together are
+written together, and each keeps its own outcome, as if it had been alone."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from sqlalchemy import func, select
+
+from tests.conftest import Api, unit_body
+from units_api.events.tables import events
+from units_api.units import changes
+from units_api.units.gathering import Gatherer
+from units_api.units.record import UnitRecord
+from units_api.units.tables import unit_history, units
+from units_api.units.validation import validate_unit
+
+ACTOR = {"type": "apiKey", "id": "gathering"}
+
+
+def insert_rows(unit_id: uuid.UUID | None = None, **fields: Any) -> changes.Rows:
+    record = UnitRecord.new(validate_unit(unit_body(**fields)), unit_id)
+    return changes.prepare("insert", [changes.created(record)], ACTOR)
+
+
+async def counts(api: Api, unit_ids: list[uuid.UUID]) -> tuple[int, int, int]:
+    async with api.context.db.read() as conn:
+        found = []
+        for table, column in ((units, units.c.id), (unit_history, unit_history.c.unit_id)):
+            query = select(func.count()).select_from(table).where(column.in_(unit_ids))
+            found.append((await conn.execute(query)).scalar_one())
+        query = select(func.count()).select_from(events).where(events.c.unit_id.in_(unit_ids))
+        found.append((await conn.execute(query)).scalar_one())
+    return found[0], found[1], found[2]
+
+
+async def test_creates_arriving_together_are_each_written_once(pg_api: Api) -> None:
+    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    batches = [insert_rows(name=f"Gathered {n}") for n in range(40)]
+    await asyncio.gather(*(gatherer.write(rows) for rows in batches))
+    ids = [rows.units[0]["id"] for rows in batches]
+    assert await counts(pg_api, ids) == (40, 40, 40)
+    for unit_id, rows in zip(ids, batches, strict=True):
+        got = await pg_api.request("GET", f"/api/v2/units/{unit_id}")
+        assert got.status_code == 200
+        assert got.json()["name"] == rows.units[0]["name"]
+
+
+async def test_a_write_the_database_refuses_fails_alone(pg_api: Api) -> None:
+    """A batch whose statement fails wrote nothing; each write is made again alone: the good
+    ones land once, the refused one gets its own error."""
+    existing = await pg_api.create_unit()
+    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    first = insert_rows(name="First")  # written alone while the others gather
+    good = [insert_rows(name=f"Good {n}") for n in range(6)]
+    clash = insert_rows(uuid.UUID(existing["id"]), name="Clash")
+    outcomes = await asyncio.gather(
+        gatherer.write(first),
+        *(gatherer.write(rows) for rows in good[:3]),
+        gatherer.write(clash),
+        *(gatherer.write(rows) for rows in good[3:]),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[4], asyncpg.UniqueViolationError)
+    assert [outcome for n, outcome in enumerate(outcomes) if n != 4] == [None] * 7
+    ids = [rows.units[0]["id"] for rows in [first, *good]]
+    assert await counts(pg_api, ids) == (7, 7, 7)
+    kept = await pg_api.request("GET", f"/api/v2/units/{existing['id']}")
+    assert kept.json() == existing
+
+
+async def test_updates_of_one_unit_gathered_together_all_land(pg_api: Api) -> None:
+    """Concurrent PATCHes of one unit meet in a batch, where all but one find it moved: the
+    batch is rolled back, each is made again, and a moved one reads the unit again."""
+    created = await pg_api.create_unit(price=1000)
+    path = f"/api/v2/units/{created['id']}"
+    fields = ["name", "unitDesc", "location", "priceBase", "unitShortDesc", "city"]
+    answers = await asyncio.gather(
+        *(
+            pg_api.request(
+                "PATCH",
+                path,
+                content=f'{{"{field}": "v-{field}"}}',
+                headers={"content-type": "application/merge-patch+json"},
+            )
+            for field in fields
+        )
+    )
+    assert [answer.status_code for answer in answers] == [200] * len(fields)
+    assert sorted(answer.json()["version"] for answer in answers) == list(range(2, 2 + len(fields)))
+    final = (await pg_api.request("GET", path)).json()
+    assert final["version"] == 1 + len(fields)
+    assert all(final[field] == f"v-{field}" for field in fields)
+    history = (await pg_api.request("GET", f"{path}/history")).json()["data"]
+    assert [entry["version"] for entry in history] == list(range(1 + len(fields), 0, -1))
+
+
+async def test_a_stale_if_match_in_a_batch_fails_alone(pg_api: Api) -> None:
+    first = await pg_api.create_unit()
+    second = await pg_api.create_unit()
+    patch = {"content-type": "application/merge-patch+json"}
+    answers = await asyncio.gather(
+        *(
+            pg_api.request(
+                "PATCH",
+                f"/api/v2/units/{unit['id']}",
+                content=f'{{"price": {1000 + n}}}',
+                headers={**patch, "If-Match": '"7"' if n == 3 else f'"{unit["version"]}"'},
+            )
+            for n, unit in enumerate([first, second, first, second, first, second])
+        )
+    )
+    statuses = [answer.status_code for answer in answers]
+    assert statuses[3] == 412
+    # The rest asked for version 1: of each unit's, the first to be written wins; the others
+    # then find the unit moved on, as they would have alone.
+    assert statuses.count(200) == 2 and statuses.count(412) == 4
+
+
+async def test_a_create_whose_client_left_while_it_waited_is_not_written(pg_api: Api) -> None:
+    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    first, left, last = insert_rows(), insert_rows(), insert_rows()
+    writes = [asyncio.ensure_future(gatherer.write(rows)) for rows in (first, left, last)]
+    await asyncio.sleep(0)  # all three wait for the writer, which has not begun
+    writes[1].cancel()
+    await asyncio.gather(writes[0], writes[2])
+    with pytest.raises(asyncio.CancelledError):
+        await writes[1]
+    ids = [rows.units[0]["id"] for rows in (first, left, last)]
+    assert await counts(pg_api, ids[:1] + ids[2:]) == (2, 2, 2)
+    assert await counts(pg_api, ids[1:2]) == (0, 0, 0)
