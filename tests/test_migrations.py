@@ -4,6 +4,7 @@ positions), down, up."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,3 +370,40 @@ def test_positions_move_to_their_own_table_and_back(empty_database: str) -> None
     assert asyncio.run(old_positions(empty_database)) == feed
     command.upgrade(config, "head")
     assert asyncio.run(read_whole_feed(empty_database, 0)) == feed
+
+
+def test_an_event_committed_while_0027_runs_is_numbered() -> None:
+    """A write holding its event uncommitted while 0027 copies the positions (its `seq` below
+    events numbered and not numbered yet) commits meanwhile: the release numbers it after
+    the head, once."""
+    with fresh_postgres("units_mig") as url:
+        config = alembic_config(url)
+        command.upgrade(config, "0026")
+        inserted, held = threading.Event(), []
+
+        async def hold() -> None:
+            conn = await asyncpg.connect(url)
+            try:
+                async with conn.transaction():
+                    held.append(uuid7())
+                    await conn.execute(
+                        "INSERT INTO events (id, type, occurred_at, actor, data) "
+                        "VALUES ($1, 'export.succeeded', now(), '{}', '{}')",
+                        held[0],
+                    )
+                    inserted.set()
+                    await asyncio.sleep(1)
+            finally:
+                await conn.close()
+
+        writer = threading.Thread(target=asyncio.run, args=(hold(),))
+        writer.start()
+        assert inserted.wait(30)
+        ids = asyncio.run(insert_events_0026(url, 3, 2))
+        command.upgrade(config, "head")
+        writer.join()
+        feed = asyncio.run(read_whole_feed(url, 1))
+        assert [event_id for _, event_id in feed][:3] == ids[:3]
+        # In insert order: the held event's `seq` is the lowest.
+        assert [event_id for _, event_id in feed[3:6]] == [*held, *ids[3:]]
+        assert [pos for pos, _ in feed] == list(range(1, 8))

@@ -53,7 +53,8 @@ async def table_rows(url: str, table: str) -> dict[str, int]:
     """A table's counts of rows inserted, updated, deleted and dead (pg_stat_user_tables)."""
     conn = await asyncpg.connect(url)
     try:
-        await conn.execute("SELECT pg_stat_force_next_flush()")
+        if conn.get_server_version().major >= 15:
+            await conn.execute("SELECT pg_stat_force_next_flush()")
         await conn.execute("SELECT pg_stat_clear_snapshot()")
         row = await conn.fetchrow(
             "SELECT n_tup_ins, n_tup_upd, n_tup_del, n_dead_tup FROM pg_stat_user_tables"

@@ -22,8 +22,8 @@ events = Table(
     Column("actor", Text, nullable=False),
     Column("data", Text, nullable=False),
     # Unused since 0027 (an event's place in the feed is in `event_positions`), and left in
-    # place: events written before 0027 keep theirs, and the servers of the release before
-    # write events with it empty until they are restarted. Nothing reads or writes it.
+    # place rather than dropped (see the migration): events written before 0027 keep theirs,
+    # which 0027's downgrade completes. Nothing else reads or writes it.
     Column("pos", BigInteger),
     # The W3C traceparent of the request or job that wrote the event, when traces are on
     # (`tracing.py`): a webhook delivery's span links to it.

@@ -20,13 +20,15 @@ than a share lock on `events`, and writes go on throughout:
    writes go on). They cost every insert, and `ix_events_pending` (the events with no
    position) would hold every event from now on.
 
-`events.pos` itself is left in place, unused: dropping it takes an ACCESS EXCLUSIVE lock on
-PostgreSQL (queued behind every transaction on `events`, and queueing every one after it) and
-rewrites the whole table on SQLite, and the servers of the release before still write events
-through it until they are restarted. Restart every server and worker once this has run: one of
-the release before reads the feed by `events.pos` and numbers it there, so a follower reading
-from it meanwhile misses what the new release numbers (an event it numbers meanwhile is
-numbered again by the new release, and appears once in the new feed).
+`events.pos` itself is left in place, unused (an empty column costs a row nothing): dropping
+it takes an ACCESS EXCLUSIVE lock on PostgreSQL (queued behind every transaction on `events`,
+and queueing every one after it) and rewrites the whole table on SQLite; kept, it also makes
+the downgrade a fill of the positions given since.
+
+Stop every server and worker of the release before, then migrate: one of them reads the feed
+and fans it out to webhooks by `events.pos`, and would pass over what the new release numbers
+(an event it numbers itself meanwhile is numbered again by the new release, and appears once
+in the new feed).
 
 SQLite numbers events as they are written, so every event already has its position: one
 INSERT copies them (the database is the process's own, and the indexes go as quickly).
