@@ -64,7 +64,9 @@ _PENDING = "SELECT EXISTS (SELECT 1 {})".format(
 )
 # The head row's lock; the watermark (read at most as it was when the lock was granted: a
 # lower one only makes the step read more); and the last `seq` drawn (read while or before
-# the lock is taken: any value read before the writers below is one they cover).
+# the lock is taken: any value read before the writers below is one they cover). The sequence
+# caches no values (CACHE 1, as BIGSERIAL made it): with a cache, its last value would count
+# values a session hands out later, to a transaction not among the writers.
 _LOCK_HEAD = """
 SELECT pos, (SELECT pos FROM feed_positions WHERE name = 'settled'),
        coalesce(pg_sequence_last_value(pg_get_serial_sequence('events', 'seq')::regclass), 0)
