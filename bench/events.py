@@ -5,7 +5,8 @@
 2. following: one client reading pages of 1,000 from the start, events/s;
 3. creates: wrk POSTs against a server with background work off and nothing reading the feed
    (events stay unnumbered: the write path alone) and against one with its worker on and a
-   follower polling the feed (numbering, fan-out); runs alternate; the ratio;
+   follower polling the feed (numbering, fan-out); runs alternate; the ratio, and the event
+   rows the runs with the feed wrote, updated and left dead (pg_stat_user_tables);
 4. deliveries/s: --deliveries units written with a webhook subscribed, then one
    `units-api worker` process delivers them to a fast receiver (fan-out included);
 5. first attempt after the write's response: an open-loop 200 creates/s to a server with its
@@ -14,6 +15,7 @@
 
     make bench-events                     # 1,000,000 events, 3 runs
     make bench-events EVENTS_ARGS="--units 5000 --events 50000 --deliveries 2000 --runs 1"
+    make bench-events EVENTS_ARGS="--reuse --parts creates"   # one measurement
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ JOBS_ON = {
 }
 
 
+PARTS = ("feed_page", "follow", "creates", "deliveries", "first_attempt", "bulk")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -79,6 +84,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--reuse", action="store_true", help="keep an already seeded database")
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help="the measurements to run, a comma list of: " + ", ".join(PARTS),
+    )
     parser.add_argument("--connections", type=int, default=32, help="of the create runs")
     parser.add_argument("--feed-connections", type=int, default=2, help="of the feed pages")
     parser.add_argument("--follow-seconds", type=float, default=10)
@@ -88,7 +98,12 @@ def parse_args() -> argparse.Namespace:
         "--database-url",
         default=os.environ.get("UNITS_API_BENCH_DATABASE_URL", DEFAULT_DATABASE + "_events"),
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.parts = [part.strip() for part in args.parts.split(",") if part.strip()]
+    unknown = set(args.parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    return args
 
 
 def dsn(url: str) -> str:
@@ -260,10 +275,29 @@ def poll_feed(base: str, key: str, stop: threading.Event) -> None:
                 time.sleep(0.05)
 
 
+async def event_rows(url: str) -> dict[str, int]:
+    """The events table's counts of rows inserted, updated and dead (pg_stat_user_tables),
+    once the servers' backends have flushed their counts (at exit)."""
+    conn = await asyncpg.connect(dsn(url))
+    try:
+        row = await conn.fetchrow(
+            "SELECT n_tup_ins, n_tup_upd, n_dead_tup FROM pg_stat_user_tables"
+            " WHERE relname = 'events'"
+        )
+        return {"inserted": row[0], "updated": row[1], "dead": row[2]}
+    finally:
+        await conn.close()
+
+
 def creates(args: argparse.Namespace, url: str, key: str, unit_file: Path) -> dict[str, Any]:
+    """The two servers' create runs, alternating; for the runs with the feed, the event rows
+    each wrote, updated and left dead (before the vacuum that follows each run)."""
     runs: dict[str, list[dict[str, float]]] = {"write path": [], "with feed": []}
     for _ in range(args.runs):
         for name, env in (("write path", JOBS_OFF), ("with feed", JOBS_ON)):
+            if name == "with feed":
+                time.sleep(1)  # the last run's backends have exited and flushed their counts
+                rows_before = asyncio.run(event_rows(url))
             with server(url, env, "events-server.log") as base:
                 stop = threading.Event()
                 follower = threading.Thread(target=poll_feed, args=(base, key, stop))
@@ -284,6 +318,16 @@ def creates(args: argparse.Namespace, url: str, key: str, unit_file: Path) -> di
                     stop.set()
                     if follower.is_alive():
                         follower.join()
+            if name == "with feed":
+                time.sleep(1)
+                rows_after = asyncio.run(event_rows(url))
+                runs[name][-1].update(
+                    {
+                        "events_written": rows_after["inserted"] - rows_before["inserted"],
+                        "events_updated": rows_after["updated"] - rows_before["updated"],
+                        "events_dead": rows_after["dead"],
+                    }
+                )
             # Number what the write path left, so the next run starts alike.
             asyncio.run(number(url))
     medians = {
@@ -291,6 +335,13 @@ def creates(args: argparse.Namespace, url: str, key: str, unit_file: Path) -> di
         for name, found in runs.items()
     }
     medians["ratio"] = {"rps": medians["with feed"]["rps"] / medians["write path"]["rps"]}
+    # Each run's pair, for the ratio of runs side by side on a machine shared with other work.
+    medians["pairs"] = {
+        "ratio": [
+            fed["rps"] / alone["rps"]
+            for alone, fed in zip(runs["write path"], runs["with feed"], strict=True)
+        ]
+    }
     return medians
 
 
@@ -428,39 +479,55 @@ def bulk(args: argparse.Namespace, url: str, key: str, target: str) -> dict[str,
 
 
 def print_report(report: dict[str, Any]) -> None:
-    page, created = report["feed_page"], report["creates"]
-    lat, big = report["first_attempt"], report["bulk"]
+    """The measurements that were run, one line each."""
     print(f"\n{report['events']:,} events in the feed; median of {report['runs']} runs")
-    rows = [
-        (
-            "feed page of 100, p99",
-            f"{page['p99_ms']:.1f} ms ({page['rps']:,.0f} req/s)",
-            "<= 20 ms",
-        ),
-        (
-            "following, pages of 1,000",
-            f"{report['follow_events_per_s']:,.0f} events/s",
-            ">= 20,000/s",
-        ),
-        ("creates, write path alone", f"{created['write path']['rps']:,.0f}/s", ""),
-        (
-            "creates, worker + follower",
-            f"{created['with feed']['rps']:,.0f}/s (ratio {created['ratio']['rps']:.2f})",
-            "within 5 %",
-        ),
-        ("deliveries, one worker", f"{report['deliveries_per_s']:,.0f}/s", ">= 1,000/s"),
-        (
-            f"first attempt at {report['rate']:.0f} writes/s",
-            f"p50 {lat['p50_ms']:.0f} ms, "
-            f"p99 {lat['p99_ms']:.0f} ms ({lat['delivered']}/{lat['writes']})",
-            "p99 <= 1 s",
-        ),
-        (
-            f"bulk of {big['updated']:,} delivered",
-            f"{big['delivered_s']:.1f} s (answered in {big['answered_s']:.1f} s)",
-            "<= 15 s",
-        ),
-    ]
+    rows = []
+    if "feed_page" in report:
+        page = report["feed_page"]
+        figure = f"{page['p99_ms']:.1f} ms ({page['rps']:,.0f} req/s)"
+        rows.append(("feed page of 100, p99", figure, "<= 20 ms"))
+    if "follow_events_per_s" in report:
+        figure = f"{report['follow_events_per_s']:,.0f} events/s"
+        rows.append(("following, pages of 1,000", figure, ">= 20,000/s"))
+    if "creates" in report:
+        created = report["creates"]
+        fed = created["with feed"]
+        rows += [
+            ("creates, write path alone", f"{created['write path']['rps']:,.0f}/s", ""),
+            (
+                "creates, worker + follower",
+                f"{fed['rps']:,.0f}/s (ratio {created['ratio']['rps']:.2f})",
+                "within 5 %",
+            ),
+            (
+                "event rows, worker + follower",
+                f"{fed['events_written']:,.0f} written, {fed['events_updated']:,.0f} updated, "
+                f"{fed['events_dead']:,.0f} dead",
+                "0 updated",
+            ),
+        ]
+    if "deliveries_per_s" in report:
+        figure = f"{report['deliveries_per_s']:,.0f}/s"
+        rows.append(("deliveries, one worker", figure, ">= 1,000/s"))
+    if "first_attempt" in report:
+        lat = report["first_attempt"]
+        rows.append(
+            (
+                f"first attempt at {report['rate']:.0f} writes/s",
+                f"p50 {lat['p50_ms']:.0f} ms, "
+                f"p99 {lat['p99_ms']:.0f} ms ({lat['delivered']}/{lat['writes']})",
+                "p99 <= 1 s",
+            )
+        )
+    if "bulk" in report:
+        big = report["bulk"]
+        rows.append(
+            (
+                f"bulk of {big['updated']:,} delivered",
+                f"{big['delivered_s']:.1f} s (answered in {big['answered_s']:.1f} s)",
+                "<= 15 s",
+            )
+        )
     for name, figure, target in rows:
         print(f"{name:<32}{figure:<44}{target}")
 
@@ -484,13 +551,22 @@ def main() -> None:
         (RESULTS / "events.json").write_text(json.dumps(report, indent=2, default=str))
         print(name, figures, flush=True)
 
-    keep("feed_page", feed_pages(args, url, key, head))
-    keep("follow_events_per_s", follow(args, url, key))
-    keep("creates", creates(args, url, key, unit_file))
+    if "feed_page" in args.parts:
+        keep("feed_page", feed_pages(args, url, key, head))
+    if "follow" in args.parts:
+        keep("follow_events_per_s", follow(args, url, key))
+    if "creates" in args.parts:
+        keep("creates", creates(args, url, key, unit_file))
+    if set(args.parts).isdisjoint(("deliveries", "first_attempt", "bulk")):
+        print_report(report)
+        return
     with receiver() as target:
-        keep("deliveries_per_s", deliveries(args, url, target))
-        keep("first_attempt", first_attempts(args, url, key, target))
-        keep("bulk", bulk(args, url, key, target))
+        if "deliveries" in args.parts:
+            keep("deliveries_per_s", deliveries(args, url, target))
+        if "first_attempt" in args.parts:
+            keep("first_attempt", first_attempts(args, url, key, target))
+        if "bulk" in args.parts:
+            keep("bulk", bulk(args, url, key, target))
     print_report(report)
 
 

@@ -20,7 +20,7 @@ from tests.webhooks.receiver import Received, receiver
 from units_api.config import Settings
 from units_api.events import repository
 from units_api.events.render import render_event
-from units_api.events.tables import events
+from units_api.events.tables import event_positions, events
 from units_api.events.types import TEST_EVENT_TYPE
 
 UNITS = "/api/v2/units"
@@ -153,9 +153,11 @@ async def test_sql_python_and_webhook_renderings_agree(api: Api) -> None:
     db = api.context.db
     ids = [uuid.UUID(event_id) for event_id in delivered]
     async with db.read() as conn:
+        numbered = select(event_positions.c.pos).join_from(
+            event_positions, events, events.c.seq == event_positions.c.seq
+        )
         positions = [
-            int(pos)
-            for (pos,) in await conn.execute(select(events.c.pos).where(events.c.id.in_(ids)))
+            int(pos) for (pos,) in await conn.execute(numbered.where(events.c.id.in_(ids)))
         ]
         rendered = await repository.rendered_at(conn, positions)
         rows = await repository.at(conn, positions)

@@ -1,8 +1,10 @@
-"""Migrations on both databases: up, data carried forward (the search backfill), down, up."""
+"""Migrations on both databases: up, data carried forward (the search backfill, the feed's
+positions), down, up."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,10 @@ from tests.conftest import fresh_postgres
 from units_api.channels.repository import kinds as channel_kinds
 from units_api.clock import utcnow
 from units_api.db import Database, create_engine
+from units_api.events import repository
+from units_api.events.recorder import record_event
+from units_api.events.sequencer import sequence
+from units_api.events.tables import events, feed_positions
 from units_api.filters.parser import parse_filter
 from units_api.http.json import dumps_plain, load_stored
 from units_api.ids import uuid7
@@ -124,7 +130,7 @@ def test_upgrade_backfills_search_then_downgrade_and_upgrade_again(empty_databas
     command.downgrade(config, "base")
     command.upgrade(config, "head")
     assert asyncio.run(count_found(empty_database, "villa")) == 0
-    assert head_revision() == "0026"
+    assert head_revision() == "0027"
 
 
 def _row(doc: str) -> dict[str, object]:
@@ -265,3 +271,139 @@ async def _channel_columns(url: str) -> list[tuple[object, ...]]:
         rows = (await conn.execute(select(*(units.c[name] for name in AFTER_0025)))).all()
     await db.dispose()
     return [(dumps_plain(load_stored(row[0])).decode(), *map(bool, row[1:])) for row in rows]
+
+
+async def insert_events_0026(url: str, numbered: int, waiting: int) -> list[uuid.UUID]:
+    """Events as 0026 kept them: the first `numbered` with their positions (the head at the
+    last), then `waiting` committed but not numbered yet (PostgreSQL's sequencer numbers after
+    commit); their ids in insert order."""
+    conn = await asyncpg.connect(url)
+    ids = [uuid7() for _ in range(numbered + waiting)]
+    try:
+        for i, event_id in enumerate(ids):
+            await conn.execute(
+                "INSERT INTO events (id, type, occurred_at, actor, data, pos) "
+                "VALUES ($1, 'export.succeeded', now(), '{}', '{}', $2)",
+                event_id,
+                i + 1 if i < numbered else None,
+            )
+        await conn.execute("UPDATE feed_positions SET pos = $1 WHERE name = 'head'", numbered)
+    finally:
+        await conn.close()
+    return ids
+
+
+async def sqlite_events_0026(url: str, count: int) -> list[uuid.UUID]:
+    """SQLite's events as 0026 kept them: numbered as they were written."""
+    db = Database(create_engine(url, 1))
+    ids = [uuid7() for _ in range(count)]
+    async with db.transaction() as conn:
+        for i, event_id in enumerate(ids):
+            await conn.execute(
+                events.insert(),
+                {
+                    "id": event_id,
+                    "type": "export.succeeded",
+                    "occurred_at": utcnow(),
+                    "actor": "{}",
+                    "data": "{}",
+                    "pos": i + 1,
+                },
+            )
+        await conn.execute(
+            feed_positions.update().where(feed_positions.c.name == "head").values(pos=count)
+        )
+    await db.dispose()
+    return ids
+
+
+async def read_whole_feed(url: str, new: int) -> list[tuple[int, uuid.UUID]]:
+    """`new` events written by the release, then every event in the feed, numbered first."""
+    db = Database(create_engine(url, 2))
+    try:
+        for _ in range(new):
+            async with db.transaction() as conn:
+                await record_event(conn, "export.succeeded", b"{}", {})
+        await sequence(db)
+        async with db.read() as conn:
+            head = (await repository.positions(conn))["head"]
+            rows = await repository.page(conn, 0, head, 1000)
+        return [(row.pos, row.id) for row in rows]
+    finally:
+        await db.dispose()
+
+
+async def old_positions(url: str) -> list[tuple[int | None, uuid.UUID]]:
+    db = Database(create_engine(url, 1))
+    async with db.read() as conn:
+        rows = (await conn.execute(select(events.c.pos, events.c.id).order_by(events.c.seq))).all()
+    await db.dispose()
+    return [(row.pos, row.id) for row in rows]
+
+
+def test_positions_move_to_their_own_table_and_back(empty_database: str) -> None:
+    """0027 copies the positions given; events not yet numbered are numbered after the head
+    by the release's sequencer, and the feed reads each event once in feed order. Down, the
+    positions go back into `events.pos`."""
+    postgresql = empty_database.startswith("postgresql")
+    config = alembic_config(empty_database)
+    command.upgrade(config, "0026")
+    if postgresql:
+        ids = asyncio.run(insert_events_0026(empty_database, 5, 3))
+    else:
+        ids = asyncio.run(sqlite_events_0026(empty_database, 5))
+    command.upgrade(config, "head")
+    feed = asyncio.run(read_whole_feed(empty_database, 2))
+    assert [pos for pos, _ in feed] == list(range(1, len(ids) + 3))
+    assert [event_id for _, event_id in feed][: len(ids)] == ids
+    if postgresql:
+        (indexes, settled) = asyncio.run(
+            _admin(
+                empty_database,
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'events' ORDER BY 1",
+                "SELECT pos FROM feed_positions WHERE name = 'settled'",
+            )
+        )
+        assert indexes == ["ix_events_deleted_unit", "pk_events", "uq_events_id"]
+        assert settled[0] >= len(ids) + 2  # raised by the sequencer's steps since
+    command.downgrade(config, "0026")
+    assert asyncio.run(old_positions(empty_database)) == feed
+    command.upgrade(config, "head")
+    assert asyncio.run(read_whole_feed(empty_database, 0)) == feed
+
+
+def test_an_event_committed_while_0027_runs_is_numbered() -> None:
+    """A write holding its event uncommitted while 0027 copies the positions (its `seq` below
+    events numbered and not numbered yet) commits meanwhile: the release numbers it after
+    the head, once."""
+    with fresh_postgres("units_mig") as url:
+        config = alembic_config(url)
+        command.upgrade(config, "0026")
+        inserted, held = threading.Event(), []
+
+        async def hold() -> None:
+            conn = await asyncpg.connect(url)
+            try:
+                async with conn.transaction():
+                    held.append(uuid7())
+                    await conn.execute(
+                        "INSERT INTO events (id, type, occurred_at, actor, data) "
+                        "VALUES ($1, 'export.succeeded', now(), '{}', '{}')",
+                        held[0],
+                    )
+                    inserted.set()
+                    await asyncio.sleep(1)
+            finally:
+                await conn.close()
+
+        writer = threading.Thread(target=asyncio.run, args=(hold(),))
+        writer.start()
+        assert inserted.wait(30)
+        ids = asyncio.run(insert_events_0026(url, 3, 2))
+        command.upgrade(config, "head")
+        writer.join()
+        feed = asyncio.run(read_whole_feed(url, 1))
+        assert [event_id for _, event_id in feed][:3] == ids[:3]
+        # In insert order: the held event's `seq` is the lowest.
+        assert [event_id for _, event_id in feed[3:6]] == [*held, *ids[3:]]
+        assert [pos for pos, _ in feed] == list(range(1, 8))

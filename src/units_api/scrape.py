@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api import metrics
 from units_api.db import Database
-from units_api.events.tables import events
+from units_api.events import repository as events_repository
 from units_api.jobs.tables import jobs
 from units_api.webhooks.tables import webhook_deliveries as d
 
@@ -80,12 +80,12 @@ async def _delivery_backlog(conn: AsyncConnection, now: datetime) -> list[Family
 async def _events_awaiting(conn: AsyncConnection, now: datetime) -> list[Family]:
     from prometheus_client.core import GaugeMetricFamily
 
-    count = (await conn.execute(select(func.count()).where(events.c.pos.is_(None)))).scalar()
+    count = await events_repository.awaiting_position(conn)
     return [
         GaugeMetricFamily(
             "units_api_events_awaiting_position",
             "Committed events not yet given a feed position.",
-            value=count or 0,
+            value=count,
         )
     ]
 

@@ -4,7 +4,7 @@ from units_api.auth.tables import api_keys
 from units_api.channels.tables import channels
 from units_api.console.tables import console_sessions
 from units_api.db import metadata
-from units_api.events.tables import events, feed_positions
+from units_api.events.tables import event_positions, events, feed_positions
 from units_api.http.tables import idempotency_keys
 from units_api.jobs.tables import jobs
 from units_api.names.tables import display_names
@@ -17,6 +17,7 @@ __all__ = [
     "channels",
     "console_sessions",
     "display_names",
+    "event_positions",
     "events",
     "feed_positions",
     "idempotency_keys",

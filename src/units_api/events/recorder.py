@@ -39,7 +39,7 @@ async def record_event(
     }
     if tracing.on:
         values["trace_context"] = tracing.traceparent()
-    if conn.dialect.name == "sqlite":
-        values["pos"] = await take_positions(conn, 1)
     await conn.execute(events.insert().values(**values))
+    if conn.dialect.name == "sqlite":
+        await take_positions(conn, 1)
     conn.info[EVENTS_WRITTEN] = True

@@ -7,16 +7,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select, tuple_, update
+from sqlalchemy import delete, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import driver_connection
 from units_api.events.render import render_event, render_left
-from units_api.events.tables import events, feed_positions
+from units_api.events.tables import event_positions, events, feed_positions
 from units_api.units.tables import unit_history
 
+# The feed: the positions given (`sequencer.py`), each with its event.
+_FEED = event_positions.join(events, events.c.seq == event_positions.c.seq)
+_pos = event_positions.c.pos
 _PAGE_COLUMNS = (
-    events.c.pos,
+    _pos,
     events.c.id,
     events.c.type,
     events.c.occurred_at,
@@ -28,7 +31,7 @@ _PAGE_COLUMNS = (
 
 
 async def positions(conn: AsyncConnection) -> dict[str, int]:
-    """The feed's named positions: head, pruned, webhooks."""
+    """The feed's named positions: head, pruned, webhooks (and PostgreSQL's settled)."""
     rows = await conn.execute(select(feed_positions.c.name, feed_positions.c.pos))
     return {name: int(pos) for name, pos in rows}
 
@@ -52,49 +55,73 @@ async def page(
     """Events at positions after `after` up to `upto`, in feed order."""
     query = (
         select(*_PAGE_COLUMNS)
-        .where(events.c.pos > after, events.c.pos <= upto)
-        .order_by(events.c.pos)
+        .select_from(_FEED)
+        .where(_pos > after, _pos <= upto)
+        .order_by(_pos)
         .limit(limit)
     )
     if types:
-        query = query.where(events.c.type.in_(types))
+        query = query.where(event_positions.c.type.in_(types))
     return (await conn.execute(query)).all()
 
 
 async def oldest(conn: AsyncConnection, after: int, limit: int) -> list[tuple[int, datetime]]:
     """The first events after `after` in feed order: their positions and times."""
     query = (
-        select(events.c.pos, events.c.occurred_at)
-        .where(events.c.pos > after)
-        .order_by(events.c.pos)
+        select(_pos, events.c.occurred_at)
+        .select_from(_FEED)
+        .where(_pos > after)
+        .order_by(_pos)
         .limit(limit)
     )
     return [(int(pos), at) for pos, at in await conn.execute(query)]
 
 
 async def delete_through(conn: AsyncConnection, after: int, through: int) -> None:
-    await conn.execute(delete(events).where(events.c.pos > after, events.c.pos <= through))
+    """Delete the events at positions after `after` up to `through`, and their positions."""
+    numbered = select(event_positions.c.seq).where(_pos > after, _pos <= through)
+    await conn.execute(delete(events).where(events.c.seq.in_(numbered)))
+    await conn.execute(delete(event_positions).where(_pos > after, _pos <= through))
 
 
 async def at(conn: AsyncConnection, where: Sequence[int]) -> Sequence[Any]:
     """The events at these positions (those still kept)."""
-    return (await conn.execute(select(*_PAGE_COLUMNS).where(events.c.pos.in_(where)))).all()
+    query = select(*_PAGE_COLUMNS).select_from(_FEED).where(_pos.in_(where))
+    return (await conn.execute(query)).all()
+
+
+async def awaiting_position(conn: AsyncConnection) -> int:
+    """How many committed events have no feed position yet (PostgreSQL: those after the
+    sequencer's watermark that it has not numbered; SQLite numbers events as they are
+    written)."""
+    if conn.dialect.name != "postgresql":
+        return 0
+    settled = select(feed_positions.c.pos).where(feed_positions.c.name == "settled")
+    # One lookup in the positions' index per event past the watermark (see `sequencer.py`).
+    numbered = select(event_positions.c.seq).where(event_positions.c.seq == events.c.seq)
+    query = select(func.count()).where(
+        events.c.seq > settled.scalar_subquery(), numbered.scalar_subquery().is_(None)
+    )
+    return int((await conn.execute(query)).scalar_one())
 
 
 # PostgreSQL renders events itself, as the API shows them (a page of 1,000 events is several
 # megabytes: Python then only joins them). SQLite's are rendered in Python (`render.py`).
 # ruff: noqa: S608 (built once from constants; every value is a parameter)
-_RENDERED = """concat('{"id":"', id, '","type":"', type, '","occurredAt":"',
-    to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-    '","unitId":', coalesce('"' || unit_id || '"', 'null'),
-    ',"version":', coalesce(version::text, 'null'),
-    ',"actor":', actor, ',"data":', data, '}')"""
+_RENDERED = """concat('{"id":"', e.id, '","type":"', e.type, '","occurredAt":"',
+    to_char(e.occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    '","unitId":', coalesce('"' || e.unit_id || '"', 'null'),
+    ',"version":', coalesce(e.version::text, 'null'),
+    ',"actor":', e.actor, ',"data":', e.data, '}')"""
 _RENDERED_PAGE = f"""
-SELECT pos, {_RENDERED} FROM events
-WHERE pos > $1 AND pos <= $2 AND ($4::text[] IS NULL OR type = ANY($4::text[]))
-ORDER BY pos LIMIT $3
+SELECT p.pos, {_RENDERED} FROM event_positions p JOIN events e ON e.seq = p.seq
+WHERE p.pos > $1 AND p.pos <= $2 AND ($4::text[] IS NULL OR p.type = ANY($4::text[]))
+ORDER BY p.pos LIMIT $3
 """
-_RENDERED_AT = f"SELECT pos, {_RENDERED} FROM events WHERE pos = ANY($1::bigint[])"
+_RENDERED_AT = f"""
+SELECT p.pos, {_RENDERED} FROM event_positions p JOIN events e ON e.seq = p.seq
+WHERE p.pos = ANY($1::bigint[])
+"""
 
 
 async def rendered_page(
@@ -143,7 +170,9 @@ async def times_before(
 async def trace_contexts_at(conn: AsyncConnection, where: Sequence[int]) -> dict[int, str]:
     """The trace contexts kept with the events at these positions (`tracing.py`), by
     position; events written with tracing off have none."""
-    query = select(events.c.pos, events.c.trace_context).where(
-        events.c.pos.in_(where), events.c.trace_context.is_not(None)
+    query = (
+        select(_pos, events.c.trace_context)
+        .select_from(_FEED)
+        .where(_pos.in_(where), events.c.trace_context.is_not(None))
     )
     return {int(pos): str(found) for pos, found in await conn.execute(query)}

@@ -1,20 +1,35 @@
-"""Feed positions, given in commit order.
+"""Feed positions, given in commit order, each written once beside its event (the event row is
+never written again).
 
 An event is written with the change that makes it, in the writer's transaction. A number
 taken at insert time (`seq`) becomes visible only at commit, and transactions commit out of
 order, so a reader advancing past the highest number it saw would skip an event that commits
-late. Instead, an event gets its feed position (`pos`) once it is committed:
+late. Instead, an event gets its feed position (`pos`, a row of `event_positions`) once it is
+committed:
 
 - PostgreSQL: one sequencing step at a time (the `head` row's lock, taken by the step's first
-  statement, so its second statement's snapshot is taken after the lock is granted) gives
+  statement, so its later statements' snapshots are taken after the lock is granted) gives
   every committed event that has no position the next ones, in insert order. An event seen by
   the step belongs to a committed transaction, and every transaction that committed before it
   is seen too, so it is numbered in the same step or an earlier one; within a step, insert
   order puts a unit's version after the version before it (whose transaction had committed,
-  releasing the row, before the later event was inserted). Positions are given once and
-  always after the head: a cursor never misses or repeats an event.
+  releasing the row, before the later event was inserted). Positions are given once (`seq`
+  is unique among them) and always after the head: a cursor never misses or repeats an event.
 - SQLite: its writers take turns, so a writer numbers its own events in its transaction
   (`take_positions`).
+
+Which events have no position is an anti-join of the events after a watermark (`settled`, a
+`seq`) with the positions given. Every event at or below it has its position or never will:
+the watermark only rises to a `seq` that no transaction still running can hold. A step reads
+the sequence's last value, then which transactions hold the events table's write lock (taken
+before an insert draws its `seq`, and held until the transaction ends); every `seq` up to that
+value belongs to a transaction that had ended or is among them. Once none of them is running
+any more, a later step, whose snapshot then sees all they committed, numbers what they wrote
+and raises the watermark to that value. Those candidates are kept in the process (`_Candidate`,
+lost with it: a watermark that rises later only makes the anti-join longer), so under a stream
+of short transactions the anti-join covers about the events of the last step; a transaction
+that writes events for long (an atomic import) holds the watermark below its first `seq`
+until it ends.
 
 The feed runs a step before it reads, so a write's event is in the feed by the time the
 write's response has returned; the event worker runs steps as events are written.
@@ -22,27 +37,86 @@ write's response has returned; the event worker runs steps as events are written
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, update
+import weakref
+from dataclasses import dataclass
+
+from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, driver_connection
 from units_api.events.tables import feed_positions
 
 STEP = 10_000
+# Candidates a process keeps for the watermark; when full, the newest is replaced.
+CANDIDATES = 64
 
-_PENDING = "SELECT EXISTS (SELECT 1 FROM events WHERE pos IS NULL)"
-_LOCK_HEAD = "SELECT pos FROM feed_positions WHERE name = 'head' FOR UPDATE"
-_NUMBER = """
-WITH t AS (
-    SELECT seq, row_number() OVER (ORDER BY seq) AS n
-    FROM events WHERE pos IS NULL ORDER BY seq LIMIT $2
-), e AS (
-    UPDATE events SET pos = $1 + t.n FROM t WHERE events.seq = t.seq RETURNING 1
-), h AS (
-    UPDATE feed_positions SET pos = $1 + (SELECT count(*) FROM e) WHERE name = 'head'
-)
-SELECT count(*) FROM e
+# The events after the watermark without a position. Each is looked up in the positions'
+# index (a subquery per event: as an anti-join, the planner, which cannot know how few events
+# are past the watermark, hashes every position given).
+_UNNUMBERED = """
+FROM events e
+WHERE e.seq > {settled}
+  AND (SELECT 1 FROM event_positions p WHERE p.seq = e.seq) IS NULL
 """
+# ruff: noqa: S608 (built once from constants; every value is a parameter)
+_PENDING = "SELECT EXISTS (SELECT 1 {})".format(
+    _UNNUMBERED.format(settled="(SELECT pos FROM feed_positions WHERE name = 'settled')")
+)
+# The head row's lock; the watermark (read at most as it was when the lock was granted: a
+# lower one only makes the step read more); and the last `seq` drawn (read while or before
+# the lock is taken: any value read before the writers below is one they cover). The sequence
+# caches no values (CACHE 1, as BIGSERIAL made it): with a cache, its last value would count
+# values a session hands out later, to a transaction not among the writers.
+_LOCK_HEAD = """
+SELECT pos, (SELECT pos FROM feed_positions WHERE name = 'settled'),
+       coalesce(pg_sequence_last_value(pg_get_serial_sequence('events', 'seq')::regclass), 0)
+FROM feed_positions WHERE name = 'head' FOR UPDATE
+"""
+# The transactions that may still commit an event: those holding the events table's write
+# lock (an INSERT or COPY takes it before its rows draw their `seq`, and keeps it until its
+# transaction ends). Readers (the feed, this step) hold a weaker one.
+_WRITERS = """
+SELECT virtualtransaction FROM pg_locks
+WHERE locktype = 'relation' AND mode = 'RowExclusiveLock'
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND relation = 'events'::regclass AND pid <> pg_backend_pid()
+"""
+# $1 the head, $2 the step's size, $3 a `seq` every transaction that could hold one at or
+# below it had ended before this statement's snapshot (0: none known), $4 the watermark (a
+# value, so the plan is made for the few events past it). The watermark rises to $3 if the
+# step numbered everything unnumbered, else to the last `seq` it numbered (every committed
+# event below that one was seen, and numbered now or before).
+_NUMBER = f"""
+WITH t AS (
+    SELECT e.seq, e.type, row_number() OVER (ORDER BY e.seq) AS n
+    {_UNNUMBERED.format(settled="$4::bigint")}
+    ORDER BY e.seq LIMIT $2
+), i AS (
+    INSERT INTO event_positions (pos, seq, type) SELECT $1 + n, seq, type FROM t RETURNING seq
+), h AS (
+    UPDATE feed_positions SET pos = $1 + (SELECT count(*) FROM i) WHERE name = 'head'
+), s AS (
+    UPDATE feed_positions
+    SET pos = CASE WHEN (SELECT count(*) FROM i) < $2 THEN $3::bigint
+                   ELSE least($3::bigint, (SELECT max(seq) FROM i)) END
+    WHERE name = 'settled'
+      AND pos < CASE WHEN (SELECT count(*) FROM i) < $2 THEN $3::bigint
+                     ELSE least($3::bigint, (SELECT max(seq) FROM i)) END
+)
+SELECT count(*) FROM i
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A value the watermark may rise to once none of `writers` is running any more."""
+
+    last_seq: int
+    writers: frozenset[str]
+
+
+# Each database's candidates, in this process.
+_candidates: weakref.WeakKeyDictionary[Database, list[_Candidate]] = weakref.WeakKeyDictionary()
 
 
 async def sequence(db: Database) -> int:
@@ -59,8 +133,20 @@ async def sequence(db: Database) -> int:
                 return numbered
         async with db.transaction() as conn:
             driver = await driver_connection(conn)
-            head = await driver.fetchval(_LOCK_HEAD)
-            step = int(await driver.fetchval(_NUMBER, head, STEP))
+            head, settled, last_seq = await driver.fetchrow(_LOCK_HEAD)
+            writers = frozenset(row[0] for row in await driver.fetch(_WRITERS))
+            kept = _candidates.setdefault(db, [])
+            candidate = _Candidate(int(last_seq), writers)
+            if len(kept) < CANDIDATES:
+                kept.append(candidate)
+            else:
+                kept[-1] = candidate
+            ended = [found for found in kept if found.writers.isdisjoint(writers)]
+            settle = max((found.last_seq for found in ended), default=0)
+            step = int(await driver.fetchval(_NUMBER, head, STEP, settle, settled))
+            if step < STEP:
+                # The watermark rose to every ended candidate's value (or stays above it).
+                kept[:] = [found for found in kept if found not in ended]
         numbered += step
         if step < STEP:
             return numbered
@@ -74,9 +160,17 @@ _ADVANCE_HEAD = (
     .values(pos=feed_positions.c.pos + bindparam("n"))
     .returning(feed_positions.c.pos)
 )
+# The writer's last `n` events are the `n` highest: `seq` is SQLite's rowid, one more than the
+# highest at each insert.
+_GIVE_POSITIONS = text(
+    "INSERT INTO event_positions (pos, seq, type) "
+    "SELECT :first - 1 + row_number() OVER (ORDER BY seq), seq, type "
+    "FROM (SELECT seq, type FROM events ORDER BY seq DESC LIMIT :n) AS written"
+)
 
 
-async def take_positions(conn: AsyncConnection, n: int) -> int:
-    """SQLite: the first of the next `n` feed positions, taken in the writer's transaction."""
+async def take_positions(conn: AsyncConnection, n: int) -> None:
+    """SQLite: the next `n` feed positions, given in the writer's transaction to the `n`
+    events it has just written."""
     head: int = (await conn.execute(_ADVANCE_HEAD, {"n": n})).scalar_one()
-    return head - n + 1
+    await conn.execute(_GIVE_POSITIONS, {"first": head - n + 1, "n": n})

@@ -9,8 +9,8 @@ PostgreSQL: a batch is one statement, a chain of data-modifying CTEs over its ro
 or plain parameters for one unit), run as a prepared statement on the transaction's own
 asyncpg connection, so a single write is one round trip; large inserts go through binary
 COPY instead. SQLite: one
-statement per table (its single writer makes round trips cheap), events take their feed
-positions at once (see `events/sequencer.py`), and the points' R*Tree is kept beside units.
+statement per table (its single writer makes round trips cheap), events are given their
+feed positions at once (see `events/sequencer.py`), and the points' R*Tree is kept beside units.
 """
 
 # The statements below are built once, at import, from the tables' own column names; every
@@ -477,10 +477,8 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
             ],
         )
     await conn.execute(_INSERT_HISTORY, rows.history)
-    first = await take_positions(conn, len(rows.events))
-    await conn.execute(
-        _INSERT_EVENT, [{**event, "pos": first + i} for i, event in enumerate(rows.events)]
-    )
+    await conn.execute(_INSERT_EVENT, rows.events)
+    await take_positions(conn, len(rows.events))
     if rows.kind != "update":
         delta = len(ids) if rows.kind == "insert" else -len(ids)
         await conn.execute(_BUMP_COUNT, {"delta": delta})
