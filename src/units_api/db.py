@@ -215,7 +215,14 @@ def create_engine(
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(parsed, pool_size=pool_size, max_overflow=pool_size)
+        # A connection may run a call on a thread other than its driver's: the writer's
+        # statements run on the loop's (`writer.py`), one call at a time.
+        engine = create_async_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            connect_args={"check_same_thread": False},
+        )
         _tune_sqlite(engine)
     else:
         # A fixed pool: overflow connections would be opened and closed under load.
@@ -375,7 +382,7 @@ class Database:
         it; other processes (jobs, the CLI) write on connections of their own."""
         if self.dialect != "sqlite" or self.writer is not None:
             return
-        self.writer = Writer(self.engine, max_batch) if max_batch else Writer(self.engine)
+        self.writer = Writer(self.engine, max_batch)
         self.writer.start()
 
     def _asyncpg_dsn(self) -> str:
@@ -554,7 +561,9 @@ class Database:
         same outcome for the caller, the commit shared with the transactions of other tasks.
         """
         if self.writer is not None:
-            async with self.writer.transaction() as conn:
+            # Background work's statements run on the driver's thread: long ones hold up no
+            # request (see `writer.py`).
+            async with self.writer.transaction(inline=not _UNBOUNDED.get()) as conn:
                 conn.info.pop(EVENTS_WRITTEN, None)
                 try:
                     yield conn
