@@ -234,9 +234,7 @@ def main() -> None:
             for name, mode in chosen:
                 for version, src in versions.items():
                     work = scratch / version
-                    runs[name][version].append(
-                        one_run(args, mode, template, work, key, files, src)
-                    )
+                    runs[name][version].append(one_run(args, mode, template, work, key, files, src))
                 bare_runs.append(run_bare(args, bare_port, bare_ids_file))
     finally:
         bare.terminate()
