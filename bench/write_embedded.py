@@ -14,8 +14,8 @@ the machine the targets were set on (`harness.scale_of`).
 
 --compare SRC runs a second server from another source tree (SRC is its `src` directory, e.g.
 an older commit's, from `git archive`) in the same runs, alternating: before and after on the
-same machine at the same time. --max-batch N bounds the SQLite writer's batch (1: a plain
-queue, each transaction committed alone).
+same machine at the same time. --max-batch N bounds the SQLite writer's batch of this tree's
+server (1: a plain queue, each transaction committed alone).
 
     make bench-write-embedded
     make bench-write-embedded WRITE_EMBEDDED_ARGS="--runs 1 --compare /tmp/before/src"
@@ -126,7 +126,7 @@ def start_service(
     if src is not None:
         env["PYTHONPATH"] = str(src)
     command = [sys.executable, "-m", "units_api"]
-    if max_batch is not None:
+    if max_batch is not None and src is None:
         command = [sys.executable, str(HERE / "writer_batch.py")]
         env["WRITER_MAX_BATCH"] = str(max_batch)
     command += ["serve", "--port", str(port), "--workers", "1"]

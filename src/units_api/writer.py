@@ -35,6 +35,7 @@ the CLI) write on connections of their own; SQLite's busy timeout still settles 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -47,6 +48,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransactio
 
 # How many transactions one commit may hold at most: a bound on the wait of the first.
 MAX_BATCH = 64
+
+log = logging.getLogger(__name__)
+
+# How often, at most, the write-ahead log is checkpointed while writes go on (seconds).
+CHECKPOINT_EVERY = 0.5
+
+# A turn's savepoint.
+_SAVEPOINT = "SAVEPOINT units_api_turn"
+_RELEASE = "RELEASE units_api_turn"
+_ROLL_BACK = "ROLLBACK TO units_api_turn"
 
 # Marks the writer's connection in its `info`.
 _WRITER = "units_api_writer"
@@ -76,7 +87,12 @@ class _Inline:
 
     def __init__(self, driver: aiosqlite.Connection) -> None:
         self.on = False
+        self._driver = driver
         self._queued: Callable[..., Any] = driver._execute
+
+    def run(self, statement: str) -> None:
+        """A statement run at once on the caller's thread, without SQLAlchemy."""
+        self._driver._conn.execute(statement)
 
     async def __call__(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self.on:
@@ -107,6 +123,8 @@ class Writer:
         self._holder: asyncio.Task[Any] | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._checkpoint: asyncio.Task[None] | None = None
+        self._checkpointed = 0.0
         # This process's commits, and the transactions they held.
         self.commits = 0
         self.members = 0
@@ -135,6 +153,9 @@ class Writer:
             with suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._checkpoint is not None:
+            with suppress(Exception):
+                await self._checkpoint
         self._wake_all(RuntimeError("the database is closing"))
         if self._conn is not None:
             with suppress(Exception):
@@ -155,19 +176,21 @@ class Writer:
         self._holder = task
         switch.on = inline
         if inline:
-            # Nothing below suspends: the turn cannot be cancelled halfway.
+            # The savepoint's statements straight on the driver (SQLAlchemy's own savepoint
+            # cost a turn more than its statement): nothing here suspends, so the turn cannot
+            # be cancelled halfway.
             try:
-                savepoint = await conn.begin_nested()
+                switch.run(_SAVEPOINT)
             except BaseException as error:
                 self._end_turn(batch, error)
                 raise
             try:
                 yield conn
             except BaseException:
-                self._end_turn(batch, await self._roll_back(savepoint))
+                self._end_turn(batch, await self._roll_back_inline(conn, switch))
                 raise
             try:
-                await savepoint.commit()
+                switch.run(_RELEASE)
             except BaseException as error:
                 self._end_turn(batch, error)
                 raise
@@ -220,6 +243,21 @@ class Writer:
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.append(waiter)
             await waiter
+
+    async def _roll_back_inline(
+        self, conn: AsyncConnection, switch: _Inline
+    ) -> BaseException | None:
+        """`_roll_back` for a savepoint of the driver's own, and of any savepoint the body had
+        SQLAlchemy open inside it and left open."""
+        try:
+            nested = conn.get_nested_transaction()
+            if nested is not None and nested.is_active:
+                await nested.rollback()
+            switch.run(_ROLL_BACK)
+            switch.run(_RELEASE)
+        except Exception as error:
+            return error
+        return None
 
     async def _roll_back(self, savepoint: Any) -> BaseException | None:
         """Roll a member's savepoint back; the error if SQLite had ended the transaction (a
@@ -313,6 +351,9 @@ class Writer:
             conn = await self._engine.connect()
             await conn.execution_options(sqlite_begin="IMMEDIATE")
             conn.info[_WRITER] = True
+            # Its commits leave checkpoints to `_checkpoint` (see there).
+            await conn.exec_driver_sql("PRAGMA wal_autocheckpoint=0")
+            await conn.commit()
             raw = await conn.get_raw_connection()
             driver = raw.dbapi_connection._connection  # type: ignore[union-attr]
             self._inline = _Inline(driver)
@@ -345,3 +386,24 @@ class Writer:
             self.members += len(batch.kept)
         for member in batch.kept:
             _settle(member, lost)
+        if batch.kept and self._checkpoint is None:
+            loop = asyncio.get_running_loop()
+            if loop.time() - self._checkpointed >= CHECKPOINT_EVERY:
+                self._checkpoint = asyncio.create_task(self._run_checkpoint())
+
+    async def _run_checkpoint(self) -> None:
+        """Copy the write-ahead log's pages into the database file, on a connection of its
+        own, while the writer goes on. SQLite's automatic checkpoint runs in the commit that
+        passes its threshold, with two fsyncs: every member of that batch waited for it.
+        Passive: it waits for nothing, and takes what readers no longer need."""
+        try:
+            async with self._engine.connect() as conn:
+                # On the driver, outside any transaction (SQLAlchemy would begin one first).
+                driver = (await conn.get_raw_connection()).driver_connection
+                assert driver is not None
+                await (await driver.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchall()
+        except Exception as error:  # the next one tries again; the log itself is kept
+            log.warning("checkpoint not made", extra={"error": str(error)})
+        finally:
+            self._checkpointed = asyncio.get_running_loop().time()
+            self._checkpoint = None
