@@ -158,21 +158,26 @@ def key_names(api: Api, prefix: str) -> list[str]:
 
 
 async def run_together(
-    db: Database, bodies: list[Callable[[Any], Awaitable[None]]]
+    db: Database, bodies: list[Callable[[Any], Awaitable[None]]], long: bool
 ) -> list[BaseException | None]:
     """Each body in a write transaction of its own, all started together; each one's error."""
 
     async def one(body: Callable[[Any], Awaitable[None]]) -> None:
-        async with db.transaction() as conn:
+        async with db.transaction(long=long) as conn:
             await body(conn)
 
     results = await asyncio.gather(*(one(body) for body in bodies), return_exceptions=True)
     return [r if isinstance(r, BaseException) else None for r in results]
 
 
-@pytest.mark.parametrize("background", [False, True], ids=["request", "background"])
+# A request's statements run on the loop's thread; long work's and background work's on the
+# driver's.
+MODES = ["request", "long", "background"]
+
+
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_body_that_fails_after_writing_leaves_nothing_and_spoils_no_other(
-    api: Api, background: bool
+    api: Api, mode: str
 ) -> None:
     db = api.context.db
     writer = db.writer
@@ -187,9 +192,9 @@ async def test_a_body_that_fails_after_writing_leaves_nothing_and_spoils_no_othe
         await a_key(conn, prefix + "kept")
 
     async def scenario() -> list[BaseException | None]:
-        if background:
-            unbounded()  # background work: statements on the driver's thread
-        return await run_together(db, [succeeds, fails, succeeds])
+        if mode == "background":
+            unbounded()
+        return await run_together(db, [succeeds, fails, succeeds], mode == "long")
 
     commits = writer.commits
     errors = await asyncio.create_task(scenario())
@@ -198,10 +203,8 @@ async def test_a_body_that_fails_after_writing_leaves_nothing_and_spoils_no_othe
     assert writer.commits - commits == 1
 
 
-@pytest.mark.parametrize("background", [False, True], ids=["request", "background"])
-async def test_a_cancelled_body_leaves_nothing_and_the_others_commit(
-    api: Api, background: bool
-) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_body_leaves_nothing_and_the_others_commit(api: Api, mode: str) -> None:
     db = api.context.db
     prefix = f"c-{uuid.uuid4().hex[:8]}-"
     holding = asyncio.Event()
@@ -215,9 +218,9 @@ async def test_a_cancelled_body_leaves_nothing_and_the_others_commit(
         await a_key(conn, prefix + "kept")
 
     async def one(body: Callable[[Any], Awaitable[None]]) -> None:
-        if background:
+        if mode == "background":
             unbounded()
-        async with db.transaction() as conn:
+        async with db.transaction(long=mode == "long") as conn:
             await body(conn)
 
     cancelled = asyncio.create_task(one(held))

@@ -551,19 +551,25 @@ class Database:
             yield conn
 
     @asynccontextmanager
-    async def transaction(self, lone: bool = False) -> AsyncIterator[AsyncConnection]:
+    async def transaction(
+        self, lone: bool = False, long: bool = False
+    ) -> AsyncIterator[AsyncConnection]:
         """One write transaction, committed on a clean exit and rolled back on any error.
 
         `lone`: the opener runs one operation and nothing after it, so an operation made of a
         single statement may run it alone (see `driver_connection`).
 
+        `long`: its statements may take long (many units): on SQLite they run on the driver's
+        thread, holding up none of the loop's other requests (`writer.py`).
+
         On SQLite with the writer open (`open_writer`), a turn in its shared transaction: the
         same outcome for the caller, the commit shared with the transactions of other tasks.
         """
         if self.writer is not None:
-            # Background work's statements run on the driver's thread: long ones hold up no
-            # request (see `writer.py`).
-            async with self.writer.transaction(inline=not _UNBOUNDED.get()) as conn:
+            # Long work's statements, and background work's, run on the driver's thread: they
+            # hold up no request (see `writer.py`).
+            inline = not (long or _UNBOUNDED.get())
+            async with self.writer.transaction(inline=inline) as conn:
                 conn.info.pop(EVENTS_WRITTEN, None)
                 try:
                     yield conn

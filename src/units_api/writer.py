@@ -201,11 +201,13 @@ class Writer:
             try:
                 await asyncio.shield(begun)
             except BaseException:
+                self._holder = None
                 self._ending(batch, begun, clean=False)
                 raise
             try:
                 yield conn
             except BaseException:
+                self._holder = None  # its task may open its next transaction at once
                 self._ending(batch, begun, clean=False)
                 raise
             kept = await asyncio.shield(self._ending(batch, begun, clean=True))
