@@ -5,8 +5,9 @@ On real SQLite files: a batch mixing good and bad writes commits the good ones a
 each as if alone, with its own history, event and idempotency record, the feed's positions
 in commit order without gaps; a body that raises or is cancelled after writing leaves
 nothing and spoils no other; reads are answered while a batch is held open; a write
-transaction opened inside another fails at once; and a server killed (SIGKILL) under
-concurrent writes loses no acknowledged write and repeats none.
+transaction opened inside another fails at once; concurrent writes on a full disk are each a
+507 or kept; and a server killed (SIGKILL) under concurrent writes loses no acknowledged write
+and repeats none.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from tests import test_storage_faults
 from tests.conftest import Api, start_api, unit_body, wait_until_ready
 from tests.test_cli import free_port
+from tests.test_storage_faults import Disk
 from units_api.auth.schemas import ApiKeyCreate
 from units_api.auth.service import create_key
 from units_api.auth.tables import api_keys
@@ -38,6 +41,10 @@ from units_api.migrate import upgrade
 from units_api.writer import NestedWrite
 
 JSON = {"content-type": "application/json"}
+
+# A small tmpfs of the test's own, and a database on it.
+disk = test_storage_faults.disk
+database_on_disk = test_storage_faults.database_on_disk
 UNITS = "/api/v2/units/"
 
 
@@ -369,3 +376,38 @@ async def test_a_server_killed_under_concurrent_writes_loses_no_acknowledged_wri
         created_events = conn.execute("SELECT count(*) FROM events WHERE type = 'unit.created'")
         assert created_events.fetchone() == (len(kept),)
     assert positions == list(range(1, len(positions) + 1))
+
+
+async def test_concurrent_writes_on_a_full_disk_are_507s_and_keep_every_acknowledged_one(
+    disk: Disk, database_on_disk: Path, files_dir: str
+) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{database_on_disk}", access_log=False, files_dir=files_dir
+    )
+    project = f"full-{uuid.uuid4().hex[:8]}"
+    acknowledged: list[str] = []
+    async for api in start_api(settings):
+        acknowledged += [(await api.create_unit(subProjectId=project))["id"] for _ in range(3)]
+        disk.fill()
+        statuses: list[int] = []
+        for _ in range(20):  # until the pages SQLite had free are used up
+            answers = await asyncio.gather(
+                *(
+                    api.request(
+                        "POST", UNITS, content=dumps(unit_body(subProjectId=project)), headers=JSON
+                    )
+                    for _ in range(8)
+                )
+            )
+            statuses += [a.status_code for a in answers]
+            acknowledged += [a.json()["id"] for a in answers if a.status_code == 201]
+            if 507 in statuses:
+                break
+        assert set(statuses) <= {201, 507} and 507 in statuses
+        disk.free()
+        assert (await api.request("GET", f"{UNITS}{acknowledged[-1]}")).status_code == 200
+        acknowledged.append((await api.create_unit(subProjectId=project))["id"])
+    with sqlite3.connect(database_on_disk) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        kept = conn.execute("SELECT id FROM units WHERE sub_project_id = ?", (project,))
+        assert {row[0] for row in kept} == {uuid.UUID(i).hex for i in acknowledged}

@@ -44,6 +44,7 @@ from typing import Any
 import aiosqlite
 from sqlalchemy import event
 from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
 # How many transactions one commit may hold at most: a bound on the wait of the first.
@@ -98,6 +99,13 @@ class _Inline:
         if self.on:
             return partial(fn, *args, **kwargs)()
         return await self._queued(fn, *args, **kwargs)
+
+
+def _loss(cause: BaseException | None, rollback_error: Exception) -> BaseException:
+    """What the members of a batch lose their writes to when a savepoint cannot be rolled
+    back: the database's error that ended the transaction (a full disk is then each one's
+    507, as alone), else the rollback's own."""
+    return cause if isinstance(cause, DBAPIError) else rollback_error
 
 
 def _settle(future: asyncio.Future[Any], value: Any) -> None:
@@ -186,8 +194,8 @@ class Writer:
                 raise
             try:
                 yield conn
-            except BaseException:
-                self._end_turn(batch, await self._roll_back_inline(conn, switch))
+            except BaseException as error:
+                self._end_turn(batch, await self._roll_back_inline(conn, switch, error))
                 raise
             try:
                 switch.run(_RELEASE)
@@ -206,9 +214,9 @@ class Writer:
                 raise
             try:
                 yield conn
-            except BaseException:
+            except BaseException as error:
                 self._holder = None  # its task may open its next transaction at once
-                self._ending(batch, begun, clean=False)
+                self._ending(batch, begun, clean=False, cause=error)
                 raise
             kept = await asyncio.shield(self._ending(batch, begun, clean=True))
             assert kept is not None
@@ -247,7 +255,7 @@ class Writer:
             await waiter
 
     async def _roll_back_inline(
-        self, conn: AsyncConnection, switch: _Inline
+        self, conn: AsyncConnection, switch: _Inline, cause: BaseException
     ) -> BaseException | None:
         """`_roll_back` for a savepoint of the driver's own, and of any savepoint the body had
         SQLAlchemy open inside it and left open."""
@@ -258,20 +266,26 @@ class Writer:
             switch.run(_ROLL_BACK)
             switch.run(_RELEASE)
         except Exception as error:
-            return error
+            return _loss(cause, error)
         return None
 
-    async def _roll_back(self, savepoint: Any) -> BaseException | None:
-        """Roll a member's savepoint back; the error if SQLite had ended the transaction (a
-        full disk, an I/O error: the members before lose their writes too)."""
+    async def _roll_back(
+        self, savepoint: Any, cause: BaseException | None = None
+    ) -> BaseException | None:
+        """Roll a member's savepoint back; if SQLite had ended the whole transaction (a full
+        disk, an I/O error: the members before lose their writes too), what lost it."""
         try:
             await savepoint.rollback()
         except Exception as error:
-            return error
+            return _loss(cause, error)
         return None
 
     def _ending(
-        self, batch: _Batch, begun: asyncio.Future[Any], clean: bool
+        self,
+        batch: _Batch,
+        begun: asyncio.Future[Any],
+        clean: bool,
+        cause: BaseException | None = None,
     ) -> asyncio.Future[asyncio.Future[BaseException | None] | None]:
         """End a turn on the driver's thread, in a task of its own: the savepoint released
         (`clean`: the member's future in the batch, or the release's error) or rolled back."""
@@ -283,7 +297,7 @@ class Writer:
                 self._end_turn(batch, error)
                 raise
             if not clean:
-                self._end_turn(batch, await self._roll_back(savepoint))
+                self._end_turn(batch, await self._roll_back(savepoint, cause))
                 return None
             try:
                 await savepoint.commit()
