@@ -53,7 +53,11 @@ MAX_BATCH = 64
 log = logging.getLogger(__name__)
 
 # How often, at most, the write-ahead log is checkpointed while writes go on (seconds).
-CHECKPOINT_EVERY = 0.5
+CHECKPOINT_EVERY = 0.2
+
+# Pages in the write-ahead log past which the writer finishes a checkpoint between two
+# batches (SQLite's own threshold, `wal_autocheckpoint`, is 1,000).
+RESTART_AFTER = 1_000
 
 # A turn's savepoint.
 _SAVEPOINT = "SAVEPOINT units_api_turn"
@@ -133,6 +137,7 @@ class Writer:
         self._task: asyncio.Task[None] | None = None
         self._checkpoint: asyncio.Task[None] | None = None
         self._checkpointed = 0.0
+        self._restart = False
         # This process's commits, and the transactions they held.
         self.commits = 0
         self.members = 0
@@ -347,6 +352,8 @@ class Writer:
                 if self._batch is not None:
                     await self._close(self._batch)
                     self._batch = None
+                if self._restart:
+                    await self._finish_checkpoint()
                 if self._waiters:
                     self._batch = await self._open()
             except Exception as failed:
@@ -417,9 +424,26 @@ class Writer:
                 # On the driver, outside any transaction (SQLAlchemy would begin one first).
                 driver = (await conn.get_raw_connection()).driver_connection
                 assert driver is not None
-                await (await driver.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchall()
+                cursor = await driver.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                _busy, logged, _copied = (await cursor.fetchall())[0]
+                if logged >= RESTART_AFTER:
+                    self._restart = True
         except Exception as error:  # the next one tries again; the log itself is kept
             log.warning("checkpoint not made", extra={"error": str(error)})
         finally:
             self._checkpointed = asyncio.get_running_loop().time()
             self._checkpoint = None
+
+    async def _finish_checkpoint(self) -> None:
+        """A checkpoint between two batches, by the writer: a checkpoint made while batches
+        go on never catches up with the log's end, and SQLite starts the log again from its
+        beginning only after one has; the log would grow as long as writes go on. What is
+        left to copy by then is what came since the last one on its own connection."""
+        self._restart = False
+        conn = await self._connection()
+        try:
+            driver = (await conn.get_raw_connection()).driver_connection
+            assert driver is not None
+            await (await driver.execute("PRAGMA wal_checkpoint(PASSIVE)")).fetchall()
+        except Exception as error:
+            log.warning("checkpoint not made", extra={"error": str(error)})
