@@ -2,9 +2,10 @@
 
 SQLite lets one connection write at a time. Each write request taking the lock on a pooled
 connection of its own (BEGIN IMMEDIATE) meant the others waited in SQLite's busy handler,
-which sleeps and backs off, and each commit was made alone: 32 clients creating units got 81
-creates/s, with a p99 of 1.55 s (bench/README.md). Here every write transaction of the process
-goes through one connection, in turns:
+which sleeps and backs off, and each commit was made alone: 32 clients creating units got
+163-173 creates/s, with a p99 near 1.5 s and some requests past 2 s (bench/README.md,
+`write_embedded.py`). Here every write transaction of the process goes through one
+connection, in turns:
 
 - a writer task opens BEGIN IMMEDIATE when transactions wait, and each transaction has its
   turn inside a savepoint of its own: its body runs on the writer's connection, in the
