@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults
+.PHONY: install run test lint format bench bench-write bench-write-embedded bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,9 @@ bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events b
 
 bench-write: $(DEV_STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
+
+bench-write-embedded: $(DEV_STAMP)
+	$(BIN)/python bench/write_embedded.py $(WRITE_EMBEDDED_ARGS)
 
 bench-slow-clients: $(DEV_STAMP)
 	$(BIN)/python bench/slow_clients.py $(SLOW_CLIENTS_ARGS)

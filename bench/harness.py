@@ -145,8 +145,10 @@ def wrk_command(
     script: str | None = None,
     script_args: tuple[str, ...] = (),
     headers: tuple[str, ...] = (),
+    timeout: str = "30s",
 ) -> list[str]:
-    """The command line of one wrk run (its output is read by `read_wrk`)."""
+    """The command line of one wrk run (its output is read by `read_wrk`); a request not
+    answered within `timeout` is counted as a timeout (`read_wrk`'s "timeouts")."""
     command = [
         "wrk",
         f"-t{threads}",
@@ -154,7 +156,7 @@ def wrk_command(
         f"-d{duration}s",
         "--latency",
         "--timeout",
-        "30s",
+        timeout,
         "-H",
         f"Authorization: Bearer {key}",
     ]
@@ -176,7 +178,7 @@ def run_wrk(url: str, key: str, **options: Any) -> dict[str, float]:
 
 def read_wrk(output: str) -> dict[str, float]:
     """A wrk run's requests/s, p50 and p99 in ms, its count of requests, of non-2xx answers,
-    and of socket errors (connect, read, write, timeout)."""
+    of socket errors (connect, read, write, timeout), and of timeouts alone."""
     figures = {}
     for name, pattern in (
         ("rps", r"Requests/sec:\s+([\d.]+)"),
@@ -196,4 +198,5 @@ def read_wrk(output: str) -> dict[str, float]:
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", output
     )
     figures["socket_errors"] = sum(int(count) for count in sockets.groups()) if sockets else 0
+    figures["timeouts"] = int(sockets.group(4)) if sockets else 0
     return figures

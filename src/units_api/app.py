@@ -245,6 +245,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         context = create_context(settings)
         app.state.context = context
         await context.db.open_fast_pool(settings.db_fast_pool_size)
+        context.db.open_writer()
         async with context.db.read() as conn:
             context.located_by_time = await located_by_time(conn)
         await context.db.open_replicas(

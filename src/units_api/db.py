@@ -33,6 +33,7 @@ from units_api.filters.geo import sqlite_distance, sqlite_inside
 from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
+from units_api.writer import Writer
 
 T = TypeVar("T")
 
@@ -214,7 +215,14 @@ def create_engine(
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(parsed, pool_size=pool_size, max_overflow=pool_size)
+        # A connection may run a call on a thread other than its driver's: the writer's
+        # statements run on the loop's (`writer.py`), one call at a time.
+        engine = create_async_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            connect_args={"check_same_thread": False},
+        )
         _tune_sqlite(engine)
     else:
         # A fixed pool: overflow connections would be opened and closed under load.
@@ -365,6 +373,17 @@ class Database:
         self.fast_pool: asyncpg.Pool | None = None
         self.replicas: ReplicaSet | None = None
         self.on_events: list[Callable[[], None]] = []
+        # SQLite in a server process: the one writer its write transactions go through.
+        self.writer: Writer | None = None
+
+    def open_writer(self, max_batch: int | None = None) -> None:
+        """SQLite: from now on, this process's write transactions take turns in shared
+        transactions of one writer (`writer.py`), committed together. A server process opens
+        it; other processes (jobs, the CLI) write on connections of their own."""
+        if self.dialect != "sqlite" or self.writer is not None:
+            return
+        self.writer = Writer(self.engine, max_batch)
+        self.writer.start()
 
     def _asyncpg_dsn(self) -> str:
         return dburls.driver_dsn(self.engine.url)
@@ -532,12 +551,34 @@ class Database:
             yield conn
 
     @asynccontextmanager
-    async def transaction(self, lone: bool = False) -> AsyncIterator[AsyncConnection]:
+    async def transaction(
+        self, lone: bool = False, long: bool = False
+    ) -> AsyncIterator[AsyncConnection]:
         """One write transaction, committed on a clean exit and rolled back on any error.
 
         `lone`: the opener runs one operation and nothing after it, so an operation made of a
         single statement may run it alone (see `driver_connection`).
+
+        `long`: its statements may take long (many units): on SQLite they run on the driver's
+        thread, holding up none of the loop's other requests (`writer.py`).
+
+        On SQLite with the writer open (`open_writer`), a turn in its shared transaction: the
+        same outcome for the caller, the commit shared with the transactions of other tasks.
         """
+        if self.writer is not None:
+            # Long work's statements, and background work's, run on the driver's thread: they
+            # hold up no request (see `writer.py`).
+            inline = not (long or _UNBOUNDED.get())
+            async with self.writer.transaction(inline=inline) as conn:
+                conn.info.pop(EVENTS_WRITTEN, None)
+                try:
+                    yield conn
+                finally:
+                    wrote = conn.info.pop(EVENTS_WRITTEN, False)
+            if wrote:
+                for listener in self.on_events:
+                    listener()
+            return
         async with self._guarded() as reach, self.engine.connect() as conn:
             reach.reached = True
             if self.dialect == "sqlite":
@@ -581,6 +622,9 @@ class Database:
                 listener()
 
     async def dispose(self) -> None:
+        if self.writer is not None:
+            await self.writer.close()
+            self.writer = None
         if self.outage is not None:
             await self.outage.close()
         if self.replicas is not None:

@@ -78,13 +78,14 @@ class Idempotency:
         return request.headers.get(HEADER) is not None
 
     async def run(
-        self, request: Request, owner: str, body: bytes, operation: Operation
+        self, request: Request, owner: str, body: bytes, operation: Operation, long: bool = False
     ) -> Response:
-        """Run `operation` in one transaction, honouring the request's Idempotency-Key."""
+        """Run `operation` in one transaction, honouring the request's Idempotency-Key.
+        `long`: the operation may write many rows (`Database.transaction`)."""
         if request.headers.get(HEADER) is None:
-            async with self._db.transaction(lone=True) as conn:
+            async with self._db.transaction(lone=True, long=long) as conn:
                 return await operation(conn)
-        return await self._run_with_key(request, owner, body, operation)
+        return await self._run_with_key(request, owner, body, operation, long)
 
     async def run_on_driver(
         self, request: Request, owner: str, body: bytes, operation: DriverOperation
@@ -97,7 +98,7 @@ class Idempotency:
         return await self._run_with_key(request, owner, body, operation)
 
     async def _run_with_key(
-        self, request: Request, owner: str, body: bytes, operation: Operation
+        self, request: Request, owner: str, body: bytes, operation: Operation, long: bool = False
     ) -> Response:
         key = _valid_key(request.headers[HEADER])
         fingerprint = request_fingerprint(request.method, request.url.path, body)
@@ -105,7 +106,7 @@ class Idempotency:
         if isinstance(claimed, Response):
             return claimed
         try:
-            async with self._db.transaction() as conn:
+            async with self._db.transaction(long=long) as conn:
                 await self._hold(conn, owner, key, claimed)
                 response = await operation(conn)
                 await self._store(conn, owner, key, response)

@@ -253,6 +253,19 @@ async def update_matching(
     return {"matched": len(ids), "updated": len(versions)}
 
 
+# A bulk update by items of more units than this, or any by filter, may write for long.
+LONG_AFTER = 100
+
+
+def is_long(body: Any) -> bool:
+    """Whether a bulk update's body may write many units (`Database.transaction`'s `long`):
+    one by filter (up to MAX_MATCHED units), or by more than LONG_AFTER items."""
+    if not isinstance(body, dict):
+        return False
+    items = body.get("units")
+    return "filter" in body or (isinstance(items, list) and len(items) > LONG_AFTER)
+
+
 async def run(conn: AsyncConnection, body: Any, who: Caller, vocabularies: Vocabularies) -> Any:
     """Either shape of the bulk body: `units` (items) or `filter` + `patch`."""
     if isinstance(body, dict) and "filter" in body and "units" not in body:

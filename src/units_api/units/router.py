@@ -276,7 +276,9 @@ async def bulk_update(request: Request) -> Response:
         result = await bulk.run(conn, body.value, principal, context.settings.vocabularies)
         return JSONResponse(result)
 
-    return await context.idempotency.run(request, str(principal.key_id), body.raw, operation)
+    return await context.idempotency.run(
+        request, str(principal.key_id), body.raw, operation, long=bulk.is_long(body.value)
+    )
 
 
 @router.put(
