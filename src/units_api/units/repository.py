@@ -525,3 +525,45 @@ async def carrying_channel(conn: AsyncConnection, name: str, limit: int) -> list
     condition = _carrying(conn.dialect.name).bindparams(channel=name)
     query = select(units.c.id).where(condition).order_by(units.c.id).limit(limit)
     return list((await conn.execute(query)).scalars())
+
+
+# The dashboards' copy (units/dashboards.py): the columns it holds, read by id.
+
+_COPIED_COLUMNS = (
+    units.c.id,
+    units.c.city,
+    units.c.type,
+    units.c.sub_project_id,
+    units.c.publishing_status,
+    units.c.availability_status,
+    units.c.bedrooms,
+    units.c.price,
+    units.c.surface,
+)
+
+
+async def copied_after(
+    conn: AsyncConnection, after: uuid.UUID | None, limit: int
+) -> Sequence[tuple[Any, ...]]:
+    """The copied columns of up to `limit` units past `after` in id order (a page of a load)."""
+    query = select(*_COPIED_COLUMNS).order_by(units.c.id).limit(limit)
+    if after is not None:
+        query = query.where(units.c.id > after)
+    return (await conn.execute(query)).all()
+
+
+async def copied_of(
+    conn: AsyncConnection, unit_ids: Sequence[uuid.UUID]
+) -> Sequence[tuple[Any, ...]]:
+    """The copied columns of these units as they are now (a deleted unit has no row)."""
+    query = select(*_COPIED_COLUMNS).where(units.c.id.in_(unit_ids))
+    return (await conn.execute(query)).all()
+
+
+async def orders_text_by_code_point(conn: AsyncConnection) -> bool:
+    """Whether the database orders the units' text columns by code point, as the copy does
+    (SQLite always; PostgreSQL under the C collation)."""
+    if conn.dialect.name == "sqlite":
+        return True
+    query = text("SELECT 'B' < 'a' AND 'a' < 'b' AND 'Z' < '_' AND '_' < 'a'")
+    return bool((await conn.execute(query)).scalar_one())
