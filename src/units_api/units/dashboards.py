@@ -148,7 +148,11 @@ class Dashboards:
         version = await self._catch_up(conn, time.monotonic())
         if version is None:
             return None
-        rows = await self._run(self._query, found)
+        try:
+            rows = await self._run(self._query, found)
+        except Exception:  # the engine's fault (a table dropped under it): the database's turn
+            log.exception("the dashboards' copy failed to answer: the database answers")
+            return None
         # A catch-up may have brought an amount the copy holds inexactly; its count is kept
         # before the rows are committed, so a question that read them sees it here.
         copy = self._copy
