@@ -9,16 +9,18 @@ import math
 import random
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import Api, start_api
+from tests.conftest import Api, fresh_postgres, start_api
 from units_api.config import Settings
+from units_api.migrate import upgrade
 from units_api.units.dashboards import Dashboards, available
+from units_api.units.tables import units
 
 CITIES = ["Cairo", "cairo", "Dubai", "Riyadh", None]
 TYPES = ["villa", "apartment", "Chalet"]
@@ -35,11 +37,34 @@ COLUMNS = {
 }
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def own_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A database of this module's own: a unit whose amount the copy cannot hold exactly
+    (another module's) would leave every question on that amount to the database."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('dashboards') / 'units.db'}"
+        upgrade(url)
+        yield url
+        return
+    with fresh_postgres("units_dashboards") as url:
+        upgrade(url)
+        yield url
+
+
 @pytest.fixture
-async def copied(settings: Settings) -> AsyncIterator[Api]:
+async def copied(own_database: str, files_dir: str) -> AsyncIterator[Api]:
     """The app with its copy loaded, every aggregate computed (none remembered)."""
-    fresh = settings.model_copy(update={"result_cache_bytes": 0, "dashboards_copy": True})
-    async for instance in start_api(fresh):
+    settings = Settings(
+        database_url=own_database,
+        access_log=False,
+        db_pool_size=5,
+        files_dir=files_dir,
+        result_cache_bytes=0,
+        dashboards_copy=True,
+    )
+    async for instance in start_api(settings):
         assert instance.context.dashboards is not None
         await instance.context.dashboards.wait_ready()
         yield instance
@@ -244,7 +269,7 @@ async def test_what_the_copy_cannot_say_the_database_answers(
 
 async def test_amounts_beyond_two_places_are_left_to_the_database(copied: Api) -> None:
     scope = f"d-{uuid.uuid4().hex[:10]}"
-    await copied.create_unit(subProjectId=scope, price=Decimal("10.125"), surface=3)
+    odd = await copied.create_unit(subProjectId=scope, price=Decimal("10.125"), surface=3)
     await copied.create_unit(subProjectId=scope, price=1, surface=4)
     body = {
         "filter": f"subProjectId=={scope}",
@@ -257,6 +282,10 @@ async def test_amounts_beyond_two_places_are_left_to_the_database(copied: Api) -
     surfaces = {**body, "aggregates": {"s": {"fn": "sum", "field": "surface"}}}
     assert await ask(copied, surfaces) == [{"s": 7}]
     assert copy_of(copied).answered == before + 1  # surfaces are all held exactly
+    path = f"/api/v2/units/{odd['id']}"
+    assert (await copied.request("PATCH", path, json={"price": 10.5})).status_code == 200
+    assert await ask(copied, body) == [{"s": Decimal("11.5")}]
+    assert copy_of(copied).answered == before + 2  # every price held exactly again
 
 
 async def test_without_the_extra_the_database_answers(
@@ -275,3 +304,20 @@ async def test_without_the_extra_the_database_answers(
 async def test_a_copy_turned_off_is_not_loaded(settings: Settings) -> None:
     async for api in start_api(settings.model_copy(update={"dashboards_copy": False})):
         assert api.context.dashboards is None
+
+
+async def test_a_write_no_event_tells_of_has_the_copy_loaded_again(copied: Api) -> None:
+    scope = f"d-{uuid.uuid4().hex[:10]}"
+    await copied.create_unit(subProjectId=scope, city="Cairo", price=10)
+    body = {
+        "filter": f"subProjectId=={scope}",
+        "aggregates": {"s": {"fn": "sum", "field": "price"}},
+    }
+    assert await ask(copied, body) == [{"s": 10}]
+    async with copied.context.db.transaction() as conn:  # a writer outside the service
+        await conn.execute(units.update().where(units.c.sub_project_id == scope).values(price=4))
+    assert await ask(copied, body) == [{"s": 4}]  # the database's, while the copy reloads
+    await copy_of(copied).wait_ready()
+    before = copy_of(copied).answered
+    assert await ask(copied, {**body, "limit": 99}) == [{"s": 4}]
+    assert copy_of(copied).answered == before + 1

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from units_api.db import Database
+from units_api.db import Database, unbounded
 from units_api.events.repository import positions, units_changed_after
 from units_api.filters.tree import Node
 from units_api.http.json import dumps
@@ -137,17 +137,15 @@ class Dashboards:
         self, conn: AsyncConnection, request: QueryRequest, policy: Node | None
     ) -> tuple[int, bytes] | None:
         """The question's answer and the change version it holds at least, or None."""
-        copy = self._copy
-        if copy is None:
-            return None
-        found = dashboard_sql.plan(
-            request, policy, self._db.dialect, _odd_fields(copy), self._binary_text, copy.table
-        )
-        if found is None:
-            return None
+        if self._copy is None or self._plan(request, policy, frozenset()) is None:
+            return None  # a question the copy cannot say, whatever it holds
         version = await self._catch_up(conn, time.monotonic())
-        if version is None:
+        copy = self._copy
+        if version is None or copy is None:
             return None
+        found = self._plan(request, policy, _odd_fields(copy))
+        if found is None:
+            return None  # an amount it holds inexactly
         try:
             rows = await self._run(self._query, found)
         except Exception:  # the engine's fault (a table dropped under it): the database's turn
@@ -161,6 +159,16 @@ class Dashboards:
         self.answered += 1
         return version, dumps([_row(found, row) for row in rows])
 
+    def _plan(
+        self, request: QueryRequest, policy: Node | None, odd: frozenset[str]
+    ) -> dashboard_sql.Plan | None:
+        copy = self._copy
+        if copy is None:
+            return None
+        return dashboard_sql.plan(
+            request, policy, self._db.dialect, odd, self._binary_text, copy.table
+        )
+
     async def _run(self, work: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, work, *args)
@@ -168,6 +176,7 @@ class Dashboards:
     # Loading.
 
     async def _load(self) -> None:
+        unbounded()  # background work: its pages keep no client waiting
         started = time.perf_counter()
         try:
             engine = self._open()
