@@ -54,10 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-LOAD_PAGE = 50_000  # units read per statement while loading
+LOAD_PAGE = 10_000  # units read per statement while loading
 CATCH_UP_MAX = 20_000  # events read before an answer; past it the copy is loaded again
-_CENT = Decimal("0.01")
-_AMOUNT_MAX = Decimal(10) ** 16  # DECIMAL(18, 2)
 _SCHEMA = """CREATE TABLE {table} (
     id UUID, city VARCHAR, type VARCHAR, sub_project_id VARCHAR, publishing_status VARCHAR,
     availability_status VARCHAR, bedrooms BIGINT, price DECIMAL(18, 2),
@@ -297,44 +295,49 @@ def _odd(engine: duckdb.DuckDBPyConnection, table: str) -> dict[str, int]:
     return {"price": int(found[0]), "surface": int(found[1])}
 
 
-def _amount(value: Any, dialect: str) -> tuple[Decimal | None, bool]:
-    """An amount as the copy holds it, and whether that is inexact (more than two places)."""
-    if value is None:
-        return None, False
-    number = Decimal(repr(value)) if dialect == "sqlite" else Decimal(value)
-    if not number.is_finite() or abs(number) >= _AMOUNT_MAX:
-        return Decimal(0), True
-    held = number.quantize(_CENT)
-    return held, held != number
-
-
 def _columns(rows: Sequence[tuple[Any, ...]], dialect: str) -> dict[str, list[Any]]:
-    prices = [_amount(row[7], dialect) for row in rows]
-    surfaces = [_amount(row[8], dialect) for row in rows]
+    """The rows' values by column; amounts as they are stored (SQLite's doubles as their
+    shortest decimals), held in two places by `_INSERT`."""
+    exact = _shortest if dialect == "sqlite" else _same
+    names = ("city", "type", "sub_project_id", "publishing_status", "availability_status")
     return {
         "id": [str(row[0]) for row in rows],
-        "city": [row[1] for row in rows],
-        "type": [row[2] for row in rows],
-        "sub_project_id": [row[3] for row in rows],
-        "publishing_status": [row[4] for row in rows],
-        "availability_status": [row[5] for row in rows],
+        **{name: [row[i] for row in rows] for i, name in enumerate(names, start=1)},
         "bedrooms": [row[6] for row in rows],
-        "price": [held for held, _ in prices],
-        "surface": [held for held, _ in surfaces],
-        "odd_price": [odd for _, odd in prices],
-        "odd_surface": [odd for _, odd in surfaces],
+        "price": [exact(row[7]) for row in rows],
+        "surface": [exact(row[8]) for row in rows],
     }
 
 
+def _shortest(value: float | None) -> Decimal | None:
+    return None if value is None else Decimal(repr(value))
+
+
+def _same(value: Decimal | None) -> Decimal | None:
+    return value
+
+
 def _batch(rows: Sequence[tuple[Any, ...]], dialect: str) -> Any:
+    """The rows as an Arrow table; amounts in DECIMAL(38, 20), which holds any the API takes
+    (at most 10^15, 20 places)."""
     import pyarrow as pa
 
-    amount = pa.decimal128(18, 2)
-    types = {"price": amount, "surface": amount}
+    wide = pa.decimal128(38, 20)
+    types = {"price": wide, "surface": wide}
     columns = _columns(rows, dialect)
     return pa.table(
         {name: pa.array(values, type=types.get(name)) for name, values in columns.items()}
     )
+
+
+# The batch's rows into a table: amounts to two places, each marked odd when that changed it.
+_INSERT = """INSERT INTO {table} SELECT id::UUID, city, type, sub_project_id,
+    publishing_status, availability_status, bedrooms,
+    price::DECIMAL(18, 2), surface::DECIMAL(18, 2),
+    coalesce(price::DECIMAL(18, 2) <> price, false),
+    coalesce(surface::DECIMAL(18, 2) <> surface, false)
+    FROM batch"""
+_RETURNING = " RETURNING odd_price, odd_surface"
 
 
 def _insert(
@@ -346,7 +349,7 @@ def _insert(
     cursor = engine.cursor()
     try:
         cursor.register("batch", _batch(rows, dialect))
-        cursor.execute(f"INSERT INTO {table} SELECT * FROM batch")
+        cursor.execute(_INSERT.format(table=table))
         cursor.unregister("batch")
     finally:
         cursor.close()
@@ -375,13 +378,13 @@ def _replace(
         ).fetchall()
         cursor.unregister("changed")
         cursor.register("batch", batch)
-        cursor.execute(f"INSERT INTO {copy.table} SELECT * FROM batch")
+        added = cursor.execute(_INSERT.format(table=copy.table) + _RETURNING).fetchall()
         cursor.unregister("batch")
         copy.rows += len(rows) - len(gone)
         copy.replaced += len(gone)
         for field, index in (("price", 0), ("surface", 1)):
-            added = sum(1 for odd in batch.column(f"odd_{field}").to_pylist() if odd)
-            copy.odd[field] += added - sum(1 for row in gone if row[index])
+            counted = sum(1 for row in added if row[index])
+            copy.odd[field] += counted - sum(1 for row in gone if row[index])
         cursor.execute("COMMIT")
     except BaseException:
         cursor.execute("ROLLBACK")
