@@ -71,6 +71,12 @@ def parse_args() -> argparse.Namespace:
         "--modes", default="sql,copy", help="sql (the database answers), copy, or both"
     )
     parser.add_argument("--no-alternatives", action="store_true")
+    parser.add_argument(
+        "--writers",
+        type=int,
+        default=2,
+        help="connections PATCHing prices beside a last 32-connection run (0: none)",
+    )
     return parser.parse_args()
 
 
@@ -176,7 +182,28 @@ def measure(base: str, key: str, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.runs):
         alone.append(wrk(base + "/api/v2/units/query", key, 1, args))
         many.append(wrk(base + "/api/v2/units/query", key, 32, args))
-    return {"alone": median_of(alone), "32": median_of(many), "runs": {"1": alone, "32": many}}
+    found = {"alone": median_of(alone), "32": median_of(many), "runs": {"1": alone, "32": many}}
+    if args.writers:
+        found["with_writes"] = with_writes(base, key, args)
+    return found
+
+
+def with_writes(base: str, key: str, args: argparse.Namespace) -> dict[str, Any]:
+    """32 connections of dashboards while `args.writers` connections PATCH prices of random
+    units: every answer catches up with the writes before it."""
+    writes = wrk_command(
+        base + "/api/v2/units/",
+        key,
+        connections=args.writers,
+        duration=args.duration,
+        threads=1,
+        script="units.lua",
+        script_args=("patch", str(RESULTS / "dashboards-ids.txt")),
+    )
+    writer = subprocess.Popen(writes, stdout=subprocess.PIPE, text=True)
+    read = wrk(base + "/api/v2/units/query", key, 32, args)
+    out, _ = writer.communicate(timeout=args.duration + 60)
+    return {"dashboards": read, "patches": read_wrk(out)}
 
 
 def bare_get(url: str, args: argparse.Namespace) -> float:
@@ -317,6 +344,13 @@ def print_report(report: dict[str, Any]) -> None:
             f"{many['p99_ms']:>8.0f}{late:>6.0f}{alone['p50_ms'] / scale:>11.1f}"
             f"{many['rps'] * scale:>9.0f}{rss:>16}"
         )
+        if "with_writes" in found:
+            read, patches = found["with_writes"]["dashboards"], found["with_writes"]["patches"]
+            print(
+                f"  beside {patches['rps']:.0f} PATCHes/s (p99 {patches['p99_ms']:.0f} ms): "
+                f"{read['rps']:.1f} dashboards/s, p50 {read['p50_ms']:.0f} ms, "
+                f"p99 {read['p99_ms']:.0f} ms, {read['socket_errors']:.0f} past 2 s"
+            )
         if "load_s" in found:
             loads = ", ".join(f"{s:.1f}" for s in found["load_s"])
             print(f"  the copy loaded in {loads} s (each process)")
