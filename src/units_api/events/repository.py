@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, false, select, true, tuple_, union_all, update
+from sqlalchemy import delete, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import driver_connection
@@ -31,29 +31,6 @@ async def positions(conn: AsyncConnection) -> dict[str, int]:
     """The feed's named positions: head, pruned, webhooks."""
     rows = await conn.execute(select(feed_positions.c.name, feed_positions.c.pos))
     return {name: int(pos) for name, pos in rows}
-
-
-async def units_changed_after(
-    conn: AsyncConnection, after: int, cap: int
-) -> tuple[int, list[tuple[int, uuid.UUID, bool]] | None]:
-    """The feed's head, then each event naming a unit that is past `after` or not numbered
-    yet (committed, but the sequencer has not reached it), as (seq, unit, numbered), read in
-    that order: a copy of the units that reads these units again afterwards holds every
-    change committed before the head was read. None for the events when there are more than
-    `cap`, or when events past `after` may have been pruned already."""
-    marks = await positions(conn)
-    if marks.get("pruned", 0) > after:
-        return marks["head"], None
-    named = events.c.unit_id.is_not(None)
-    past = select(events.c.seq, events.c.unit_id, true().label("numbered"))
-    pending = select(events.c.seq, events.c.unit_id, false().label("numbered"))
-    found = await conn.execute(
-        union_all(
-            past.where(events.c.pos > after, named), pending.where(events.c.pos.is_(None), named)
-        ).limit(cap + 1)
-    )
-    rows = [(int(seq), unit_id, bool(numbered)) for seq, unit_id, numbered in found]
-    return marks["head"], None if len(rows) > cap else rows
 
 
 async def lock_position(conn: AsyncConnection, name: str, wait: bool = True) -> int | None:

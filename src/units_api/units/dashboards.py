@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database, unbounded
-from units_api.events.repository import positions, units_changed_after
 from units_api.filters.tree import Node
 from units_api.http.json import dumps
 from units_api.units import dashboard_sql, repository
@@ -183,8 +182,8 @@ class Dashboards:
             await self._run(_execute, engine, _SCHEMA.format(table=table))
             async with self._db.read() as conn:
                 self._binary_text = await repository.orders_text_by_code_point(conn)
-                version = await repository.fetch_change_version(conn)
-                head = (await positions(conn))["head"]
+                feed = await repository.feed_changes(conn, 0, 0)
+            version, head = feed.version, feed.head
             rows = await self._fill(engine, table)
             odd = await self._run(_odd, engine, table)
         except asyncio.CancelledError:
@@ -234,12 +233,13 @@ class Dashboards:
             if copy.caught_up_at >= asked:
                 return copy.version
             began = time.monotonic()
-            version = await repository.fetch_change_version(conn)
-            head, changed = await units_changed_after(conn, copy.head, CATCH_UP_MAX)
-            told = changed is not None and any(seq not in copy.pending for seq, *_ in changed)
-            if changed is None or (version != copy.version and not told):
-                # Too much to read, or a write no event tells of (a statement on the units
-                # made outside the service): loaded again; the database answers meanwhile.
+            feed = await repository.feed_changes(conn, copy.head, CATCH_UP_MAX)
+            head, version, changed = feed.head, feed.version, feed.events
+            told = any(seq not in copy.pending for seq, *_ in changed)
+            lost = len(changed) > CATCH_UP_MAX or feed.pruned > copy.head
+            if lost or (version != copy.version and not told):
+                # Too much to read, events pruned, or a write no event tells of (a statement
+                # on the units made outside the service): loaded again; the database answers.
                 self._copy = None
                 self.start()
                 return None

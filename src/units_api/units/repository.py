@@ -17,6 +17,7 @@ from sqlalchemy import (
     Subquery,
     TextClause,
     and_,
+    false,
     func,
     literal,
     literal_column,
@@ -24,6 +25,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.engine import RowMapping
@@ -31,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
 from units_api.db import Connection, UTCDateTime, driver_connection
+from units_api.events.tables import events, feed_positions
 from units_api.search.normalize import Words
 from units_api.search.plan import Page
 from units_api.search.rank import Tier, ranked_matches
@@ -527,7 +530,50 @@ async def carrying_channel(conn: AsyncConnection, name: str, limit: int) -> list
     return list((await conn.execute(query)).scalars())
 
 
-# The dashboards' copy (units/dashboards.py): the columns it holds, read by id.
+# The dashboards' copy (units/dashboards.py): what changed, and the columns it holds by id.
+
+
+@dataclass(frozen=True, slots=True)
+class FeedChanges:
+    """Read in one statement, hence from one snapshot: the change version, the feed's head
+    and pruned positions, and the events naming a unit past a position or not numbered yet
+    (committed, but the sequencer has not reached them), as (seq, unit, numbered). Every
+    change the version counts has its event among them or at or before the position, and
+    every event among them is of a change it counts."""
+
+    version: int
+    head: int
+    pruned: int
+    events: list[tuple[int, uuid.UUID, bool]]
+
+
+def _position(name: str) -> Any:
+    return select(feed_positions.c.pos).where(feed_positions.c.name == name).scalar_subquery()
+
+
+async def feed_changes(conn: AsyncConnection, after: int, cap: int) -> FeedChanges:
+    """What changed past the feed position `after`; at most `cap` + 1 events."""
+    named = events.c.unit_id.is_not(None)
+    past = select(events.c.seq, events.c.unit_id, true().label("numbered"))
+    pending = select(events.c.seq, events.c.unit_id, false().label("numbered"))
+    found = (
+        union_all(
+            past.where(events.c.pos > after, named), pending.where(events.c.pos.is_(None), named)
+        )
+        .limit(cap + 1)
+        .subquery("found")
+    )
+    marks = select(
+        CHANGE_VERSION.label("version"),
+        _position("head").label("head"),
+        func.coalesce(_position("pruned"), 0).label("pruned"),
+    ).subquery("marks")
+    query = select(marks, found).select_from(marks.outerjoin(found, true()))
+    rows = (await conn.execute(query)).all()
+    version, head, pruned = (int(value) for value in rows[0][:3])
+    changed = [(int(row[3]), row[4], bool(row[5])) for row in rows if row[3] is not None]
+    return FeedChanges(version, head, pruned, changed)
+
 
 _COPIED_COLUMNS = (
     units.c.id,
