@@ -8,9 +8,10 @@ tens of milliseconds where the database's took hundreds.
 - Loading: in the background when the process starts, in pages by id; until it is loaded,
   and whenever it cannot answer a question exactly (`dashboard_sql.plan`), the database
   answers as before.
-- Freshness (read your writes): before each answer the copy reads the feed's head, then
-  every unit named by an event past the head it last read or not numbered yet, then those
-  units' rows as they are now, and replaces its rows of them (a deleted unit's row goes).
+- Freshness (read your writes): before each answer the copy reads, in one statement
+  (`repository.feed_changes`), the change version, the feed's head and every event naming a
+  unit past the head it last read or not numbered yet; then those units' rows as they are
+  now, and replaces its rows of them (a deleted unit's row goes).
   So an answer holds every change committed before its request began. Requests that wait
   while another catches up use its catch-up when it began after they did.
 - Many changes at once (more than `CATCH_UP_MAX` events to read, or events pruned past the
