@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-write-embedded bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults
+.PHONY: install run test lint format bench bench-write bench-write-embedded bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults bench-dashboards
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,7 @@ format: $(DEV_STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-ops bench-replica bench-console bench-feeds
+bench: bench-write bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-ops bench-replica bench-console bench-feeds bench-dashboards
 
 bench-write: $(DEV_STAMP)
 	$(BIN)/python bench/write.py $(WRITE_ARGS)
@@ -91,6 +91,9 @@ bench-console: $(DEV_STAMP)
 
 bench-feeds: $(DEV_STAMP)
 	$(BIN)/python bench/feeds.py $(FEEDS_ARGS)
+
+bench-dashboards: $(DEV_STAMP)
+	$(BIN)/python bench/dashboards.py $(DASHBOARDS_ARGS)
 
 bench-sitemaps: $(DEV_STAMP)
 	$(BIN)/python bench/sitemaps.py $(SITEMAPS_ARGS)

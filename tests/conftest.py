@@ -113,8 +113,14 @@ def files_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture
 def settings(database_url: str, files_dir: str) -> Settings:
+    # The dashboards' copy would load the shared tables again for every test's app; its own
+    # tests (tests/units/test_dashboards.py) turn it on, on databases of their own.
     return Settings(
-        database_url=database_url, access_log=False, db_pool_size=5, files_dir=files_dir
+        database_url=database_url,
+        access_log=False,
+        db_pool_size=5,
+        files_dir=files_dir,
+        dashboards_copy=False,
     )
 
 
@@ -286,7 +292,11 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
 async def pg_api(postgres_url: str, files_dir: str) -> AsyncIterator[Api]:
     """For behaviour only PostgreSQL has (row locks under real concurrency)."""
     settings = Settings(
-        database_url=postgres_url, access_log=False, db_pool_size=20, files_dir=files_dir
+        database_url=postgres_url,
+        access_log=False,
+        db_pool_size=20,
+        files_dir=files_dir,
+        dashboards_copy=False,
     )
     async for instance in start_api(settings):
         yield instance

@@ -66,6 +66,8 @@ from units_api.replicas import unreachable
 from units_api.scrape import watch_pools
 from units_api.sitemaps.router import router as sitemaps_router
 from units_api.units.counting import CountCache
+from units_api.units.dashboards import Dashboards
+from units_api.units.dashboards import available as dashboards_available
 from units_api.units.gathering import Gatherer
 from units_api.units.remembering import create_result_cache
 from units_api.units.repository import located_by_time
@@ -252,6 +254,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.replica_urls, settings.replica_max_lag_seconds, settings.db_pool_size
         )
         metrics.init()
+        if settings.dashboards_copy and dashboards_available():
+            context.dashboards = Dashboards(context.db, settings.dashboards_threads)
+            context.dashboards.start()
         background = start_background(context, listen=settings.run_jobs)
         pools = asyncio.create_task(watch_pools(context.db, background.stop))
         settle_collector()
@@ -263,6 +268,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             undrain()
             await background.close()
             await pools
+            if context.dashboards is not None:
+                await context.dashboards.close()
             metrics.process_ended()
             tracing.flush()
             await context.sender.close()

@@ -120,6 +120,8 @@ class Settings(BaseSettings):
     count_cache_size: int = Field(default=4096, ge=0)
     count_budget_ms: int = Field(default=2000, ge=0)
     result_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    dashboards_copy: bool = True
+    dashboards_threads: int = Field(default=0, ge=0, le=64)
     search_few_matches: int = Field(default=FEW_MATCHES, ge=0)
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_bulk_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)

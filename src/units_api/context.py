@@ -16,6 +16,7 @@ from units_api.jobs.storage import Storage
 from units_api.names.service import NameCache
 from units_api.redis_link import RedisLink
 from units_api.units.counting import CountCache
+from units_api.units.dashboards import Dashboards
 from units_api.units.gathering import Gatherer
 from units_api.units.remembering import ResultCache
 from units_api.webhooks.sender import Sender
@@ -53,6 +54,9 @@ class AppContext:
     pages: PageCache = field(default_factory=PageCache)
     # PostgreSQL: single writes made together when they arrive together (units/gathering.py).
     writes: Gatherer | None = None
+    # The dashboards' copy, when the extra is installed and the setting asks for it
+    # (units/dashboards.py); loaded in the background by the app's lifespan.
+    dashboards: Dashboards | None = None
 
     async def close_shared(self) -> None:
         """Closes the rate limiter, the remembered answers and the Redis they share."""

@@ -12,11 +12,13 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    CompoundSelect,
     FromClause,
     Select,
     Subquery,
     TextClause,
     and_,
+    false,
     func,
     literal,
     literal_column,
@@ -24,6 +26,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
 from sqlalchemy.engine import RowMapping
@@ -31,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
 from units_api.db import Connection, UTCDateTime, driver_connection
+from units_api.events.tables import event_positions, events, feed_positions
 from units_api.search.normalize import Words
 from units_api.search.plan import Page
 from units_api.search.rank import Tier, ranked_matches
@@ -525,3 +529,98 @@ async def carrying_channel(conn: AsyncConnection, name: str, limit: int) -> list
     condition = _carrying(conn.dialect.name).bindparams(channel=name)
     query = select(units.c.id).where(condition).order_by(units.c.id).limit(limit)
     return list((await conn.execute(query)).scalars())
+
+
+# The dashboards' copy (units/dashboards.py): what changed, and the columns it holds by id.
+
+
+@dataclass(frozen=True, slots=True)
+class FeedChanges:
+    """Read in one statement, hence from one snapshot: the change version, the feed's head
+    and pruned positions, and the events naming a unit past a position or not numbered yet
+    (committed, but the sequencer has not reached them), as (seq, unit, numbered). Every
+    change the version counts has its event among them or at or before the position, and
+    every event among them is of a change it counts."""
+
+    version: int
+    head: int
+    pruned: int
+    events: list[tuple[int, uuid.UUID, bool]]
+
+
+def _position(name: str) -> Any:
+    return select(feed_positions.c.pos).where(feed_positions.c.name == name).scalar_subquery()
+
+
+async def feed_changes(conn: AsyncConnection, after: int, cap: int) -> FeedChanges:
+    """What changed past the feed position `after`; at most `cap` + 1 events."""
+    named = events.c.unit_id.is_not(None)
+    past = (
+        select(events.c.seq, events.c.unit_id, true().label("numbered"))
+        .select_from(event_positions.join(events, events.c.seq == event_positions.c.seq))
+        .where(event_positions.c.pos > after, named)
+    )
+    if conn.dialect.name == "postgresql":
+        # Committed events the sequencer has not reached: past its watermark, without a
+        # position (one lookup in the positions' index each, as `events/sequencer.py` does).
+        # SQLite numbers events as they are written.
+        numbered = select(event_positions.c.seq).where(event_positions.c.seq == events.c.seq)
+        pending = select(events.c.seq, events.c.unit_id, false().label("numbered")).where(
+            events.c.seq > func.coalesce(_position("settled"), 0),
+            numbered.scalar_subquery().is_(None),
+            named,
+        )
+        wanted: Select[Any] | CompoundSelect[Any] = union_all(past, pending)
+    else:
+        wanted = past
+    found = wanted.limit(cap + 1).subquery("found")
+    marks = select(
+        CHANGE_VERSION.label("version"),
+        _position("head").label("head"),
+        func.coalesce(_position("pruned"), 0).label("pruned"),
+    ).subquery("marks")
+    query = select(marks, found).select_from(marks.outerjoin(found, true()))
+    rows = (await conn.execute(query)).all()
+    version, head, pruned = (int(value) for value in rows[0][:3])
+    changed = [(int(row[3]), row[4], bool(row[5])) for row in rows if row[3] is not None]
+    return FeedChanges(version, head, pruned, changed)
+
+
+_COPIED_COLUMNS = (
+    units.c.id,
+    units.c.city,
+    units.c.type,
+    units.c.sub_project_id,
+    units.c.publishing_status,
+    units.c.availability_status,
+    units.c.bedrooms,
+    units.c.price,
+    units.c.surface,
+)
+
+
+async def copied_after(
+    conn: AsyncConnection, after: uuid.UUID | None, limit: int
+) -> Sequence[tuple[Any, ...]]:
+    """The copied columns of up to `limit` units past `after` in id order (a page of a load)."""
+    query = select(*_COPIED_COLUMNS).order_by(units.c.id).limit(limit)
+    if after is not None:
+        query = query.where(units.c.id > after)
+    return (await conn.execute(query)).all()
+
+
+async def copied_of(
+    conn: AsyncConnection, unit_ids: Sequence[uuid.UUID]
+) -> Sequence[tuple[Any, ...]]:
+    """The copied columns of these units as they are now (a deleted unit has no row)."""
+    query = select(*_COPIED_COLUMNS).where(units.c.id.in_(unit_ids))
+    return (await conn.execute(query)).all()
+
+
+async def orders_text_by_code_point(conn: AsyncConnection) -> bool:
+    """Whether the database orders the units' text columns by code point, as the copy does
+    (SQLite always; PostgreSQL under the C collation)."""
+    if conn.dialect.name == "sqlite":
+        return True
+    query = text("SELECT 'B' < 'a' AND 'a' < 'b' AND 'Z' < '_' AND '_' < 'a'")
+    return bool((await conn.execute(query)).scalar_one())

@@ -237,7 +237,9 @@ async def query_units(request: Request) -> Response:
     context = app_context(request)
     body = await read_json(request, context.settings.max_body_bytes)
     spec = parse_model(QueryRequest, body.value)
-    result = await run_query(context.db, spec, principal.policy_tree, context.results)
+    result = await run_query(
+        context.db, spec, principal.policy_tree, context.results, context.dashboards
+    )
     return JSONResponse(result)
 
 
