@@ -181,13 +181,17 @@ async def _update(
     who: Caller,
     action: str,
     new_fields: Callable[[UnitRecord], dict[str, Any]],
+    locks: tuple[bool, ...] | None = None,
 ) -> Written:
+    """`new_fields` written to the unit, read as `locks` says (by default `_OPTIMISTIC` on
+    PostgreSQL, a locking read on SQLite)."""
     if isinstance(conn, Gathered):
         return await _update_gathered(
             conn.db, conn.gatherer, unit_id, if_match, who, action, new_fields
         )
-    optimistic = conn.dialect.name == "postgresql"
-    for lock in _OPTIMISTIC if optimistic else (True,):
+    if locks is None:
+        locks = _OPTIMISTIC if conn.dialect.name == "postgresql" else (True,)
+    for lock in locks:
         record = await _read(conn, unit_id, if_match, who, lock)
         change = _updated(record, new_fields(record), action)
         if change is None:
@@ -221,12 +225,7 @@ async def _update_gathered(
             continue
         return Written(record.id, record.version, change.doc.encode())
     async with db.operation() as conn:
-        record = await locked(conn, unit_id, if_match, who)
-        change = _updated(record, new_fields(record), action)
-        if change is None:
-            return Written(record.id, record.version, record.render())
-        await changes.write(conn, "update", [change], who.actor, True, _admit(who))
-        return Written(record.id, record.version, change.doc.encode())
+        return await _update(conn, unit_id, if_match, who, action, new_fields, locks=(True,))
 
 
 @dataclass(slots=True)
