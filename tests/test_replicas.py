@@ -67,6 +67,9 @@ def _settings(pair: Pair, files_dir: str, max_lag: float, **extra: Any) -> Setti
         db_pool_size=4,
         db_fast_pool_size=2,
         files_dir=files_dir,
+        # The database's own aggregates are what read from a replica here: the dashboards'
+        # copy answers from itself, kept in step with the primary's feed.
+        dashboards_copy=False,
         **extra,
     )
 
