@@ -133,3 +133,15 @@ async def test_a_create_whose_client_left_while_it_waited_is_not_written(pg_api:
     ids = [rows.units[0]["id"] for rows in (first, left, last)]
     assert await counts(pg_api, ids[:1] + ids[2:]) == (2, 2, 2)
     assert await counts(pg_api, ids[1:2]) == (0, 0, 0)
+
+
+async def test_a_write_just_after_the_writers_finished_is_written(pg_api: Api) -> None:
+    """A write that comes as the last lane's writer has found nothing more to write (its task
+    not yet done) starts a writer of its own rather than waiting for one that will not come."""
+    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    first, second = insert_rows(), insert_rows()
+    await gatherer.write(first)
+    async with asyncio.timeout(10):  # in this task: the writer's task is not yet done here
+        await gatherer.write(second)
+    ids = [rows.units[0]["id"] for rows in (first, second)]
+    assert await counts(pg_api, ids) == (2, 2, 2)

@@ -59,14 +59,18 @@ class Gatherer:
         self._most = most
         self._lanes = lanes
         self._waiting: list[_Waiting] = []
-        self._writers: set[asyncio.Task[None]] = set()
+        # Writers still writing: counted down by a writer as it finds nothing left, in the
+        # same step (a task's own end is told later, after what runs meanwhile).
+        self._running = 0
+        self._writers: set[asyncio.Task[None]] = set()  # held, so none is collected
 
     async def write(self, rows: Rows) -> None:
         """Write one unit's insert or update (a batch of one, `changes.prepare`); returns once
         it is committed, or raises what writing it alone would have raised (Moved included)."""
         waiting = _Waiting(rows, (rows.kind, rows.history[0]["actor"]))
         self._waiting.append(waiting)
-        if len(self._writers) < self._lanes:
+        if self._running < self._lanes:
+            self._running += 1
             # Its own context: the first create's request id is no one else's.
             writer = asyncio.get_running_loop().create_task(
                 self._write_waiting(), context=contextvars.Context()
@@ -76,16 +80,19 @@ class Gatherer:
         await waiting.done
 
     async def _write_waiting(self) -> None:
-        while self._waiting:
-            batch = self._take()
-            try:
-                await self._write(batch)
-            except BaseException as error:
-                _tell(batch, error)
-                if isinstance(error, asyncio.CancelledError):
-                    raise
-            else:
-                _tell(batch, None)
+        try:
+            while self._waiting:
+                batch = self._take()
+                try:
+                    await self._write(batch)
+                except BaseException as error:
+                    _tell(batch, error)
+                    if isinstance(error, asyncio.CancelledError):
+                        raise
+                else:
+                    _tell(batch, None)
+        finally:
+            self._running -= 1
 
     def _take(self) -> list[_Waiting]:
         """The first waiting write and those after it of its kind and actor, `most` at most."""
@@ -127,10 +134,6 @@ class Gatherer:
                 _tell([waiting], error)
             else:
                 _tell([waiting], None)
-
-
-def _loop() -> asyncio.AbstractEventLoop:
-    return asyncio.get_running_loop()
 
 
 def _tell(batch: list[_Waiting], error: BaseException | None) -> None:
