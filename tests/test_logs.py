@@ -138,8 +138,9 @@ def test_an_access_line_is_the_json_of_its_fields(
 def test_lines_written_from_an_event_loop_arrive_whole_and_in_order(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, into: str
 ) -> None:
-    """In an event loop the lines are written by a thread of their own, in many writes (64
-    KiB at most to a file, PIPE_BUF to a pipe); at exit, what waits is written too."""
+    """In an event loop the lines are written in many writes (64 KiB at most to a file,
+    PIPE_BUF to a pipe), by the timer and when the next line would pass that size; at exit,
+    what waits is written too."""
     count = 3000
     reader: threading.Thread | None = None
     received = bytearray()

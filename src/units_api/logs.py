@@ -14,12 +14,10 @@ import atexit
 import logging
 import logging.config
 import os
-import queue
 import re
 import select
 import stat
 import sys
-import threading
 import time
 import traceback
 from contextvars import ContextVar
@@ -116,12 +114,15 @@ class AccessLog:
     `units_api.access` logger, without the logging machinery (a record, a handler's lock, a
     formatter and a text stream's flush cost a cached read about a tenth of its throughput).
 
-    Lines are written whole on stderr's file descriptor, those of one turn of the event loop
+    Lines are written whole on stderr's file descriptor, those of up to FLUSH_SECONDS
     together: the lines of a server's processes, sharing it, never cut into each other (a
     pipe writes up to `PIPE_BUF` bytes whole; a file, appended to through one shared offset,
-    any write whole). In an event loop they are written by a thread of their own: the
-    kernel's side of appending to a file (about 20 us of a cached read's 230) is then spent
-    beside the loop, not in it."""
+    any write whole). They are written on the event loop's own thread, as nginx writes its
+    buffered access log: a thread of their own cost far more than the writes. Each hand-over
+    woke the thread, which then waited for the GIL while the loop took and released it at
+    every callback, waking it again each time: 59 us of a create's CPU and 8 us of a cached
+    read's, against a write of a few dozen lines every 10 ms (bench/README.md, "Seeing
+    inside")."""
 
     NAME = "units_api.access"
 
@@ -133,7 +134,6 @@ class AccessLog:
         self._size = 0
         self._scheduled = False
         self._limit = 0  # bytes of lines written at once (`_most`), read at the first line
-        self._writer: _Writer | None = None
         atexit.register(self.close)
 
     def enabled(self) -> bool:
@@ -210,36 +210,18 @@ class AccessLog:
         return self._limit
 
     def flush(self) -> None:
-        """Write what waits: by the writer thread in an event loop, else at once."""
+        """Write what waits."""
         self._scheduled = False
         if not self._pending:
             return
         data = b"".join(self._pending)
         self._pending.clear()
         self._size = 0
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            if self._writer is not None:
-                self._writer.finish()  # what it holds goes first
-                self._writer = None
-            _write_out(data)
-            return
-        if self._writer is None or not self._writer.is_alive():
-            self._writer = _Writer()
-        self._writer.lines.put(data)
+        _write_out(data)
 
     def close(self) -> None:
-        """At exit: every line waiting, and the writer's, written."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.finish()
-        self._scheduled = False
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            self._size = 0
-            _write_out(data)
+        """At exit: every line waiting written."""
+        self.flush()
 
 
 def _write_out(data: bytes) -> None:
@@ -248,24 +230,6 @@ def _write_out(data: bytes) -> None:
     except (AttributeError, OSError, ValueError):  # a stream without a descriptor
         sys.stderr.write(data.decode())
         sys.stderr.flush()
-
-
-class _Writer(threading.Thread):
-    """The access log's writes, in the order they were handed over."""
-
-    def __init__(self) -> None:
-        super().__init__(name="units-api-access-log", daemon=True)
-        self.lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self.start()
-
-    def run(self) -> None:
-        while (data := self.lines.get()) is not None:
-            _write_out(data)
-
-    def finish(self) -> None:
-        """Write what was handed over, then stop."""
-        self.lines.put(None)
-        self.join(timeout=10)
 
 
 access_log = AccessLog()
