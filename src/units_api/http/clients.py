@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import uuid
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -26,6 +25,7 @@ from units_api.clock import duration_text
 from units_api.errors import PROBLEM_CONTENT_TYPE, RequestTimeout
 from units_api.http.draining import draining
 from units_api.http.json import dumps
+from units_api.ids import request_id as new_request_id
 
 IDLE, HEADERS, BODY, RECEIVED = "idle", "headers", "body", "received"
 
@@ -40,7 +40,7 @@ def client_timeout() -> float:
 
 def timeout_response(path: str | None, seconds: float) -> bytes:
     """The whole 408 answer, written straight to the connection."""
-    request_id = uuid.uuid4().hex
+    request_id = new_request_id()
     error = RequestTimeout(
         f"The request's headers and body must each arrive within {duration_text(seconds)}; "
         "the connection is closed."

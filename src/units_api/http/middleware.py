@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -15,6 +14,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, UriTooLong
+from units_api.ids import request_id as new_request_id
 from units_api.logs import access_log, request_id_var
 from units_api.metrics import UNMATCHED, observe_request
 
@@ -111,7 +111,7 @@ class RequestContextMiddleware:
         path: str = scope["path"]
         if len(path) > 1 and path.endswith("/"):
             scope["path"] = path.rstrip("/") or "/"
-        request_id = _incoming_request_id(scope) or uuid.uuid4().hex
+        request_id = _incoming_request_id(scope) or new_request_id()
         token = request_id_var.set(request_id)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
