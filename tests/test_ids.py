@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from units_api.ids import request_id, uuid7
+from units_api.ids import new_request_id, uuid7
 
 
 def test_uuid7_ids_increase_and_are_version_7() -> None:
@@ -35,13 +35,13 @@ def test_a_forked_process_makes_ids_of_its_own() -> None:
 
 
 def test_request_ids_are_random_hex_of_their_own_in_a_forked_process() -> None:
-    ours = [request_id() for _ in range(10_000)]
+    ours = [new_request_id() for _ in range(10_000)]
     assert all(re.fullmatch(r"[0-9a-f]{32}", value) for value in ours)
     assert len(set(ours)) == len(ours)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child, forked mid-block
-        os.write(write, "".join(request_id() for _ in range(100)).encode())
+        os.write(write, "".join(new_request_id() for _ in range(100)).encode())
         os._exit(0)
     os.waitpid(pid, 0)
     child = os.read(read, 3200).decode()
@@ -49,4 +49,4 @@ def test_request_ids_are_random_hex_of_their_own_in_a_forked_process() -> None:
     os.close(write)
     theirs = {child[index : index + 32] for index in range(0, 3200, 32)}
     assert len(theirs) == 100
-    assert not theirs & {request_id() for _ in range(100)}
+    assert not theirs & {new_request_id() for _ in range(100)}

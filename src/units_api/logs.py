@@ -121,8 +121,8 @@ class AccessLog:
     buffered access log: a thread of their own cost far more than the writes. Each hand-over
     woke the thread, which then waited for the GIL while the loop took and released it at
     every callback, waking it again each time: 59 us of a create's CPU and 8 us of a cached
-    read's, against a write of a few dozen lines every 10 ms (bench/README.md, "Seeing
-    inside")."""
+    read's, against a write of a few dozen lines every 10 ms (bench/README.md, "Single writes
+    gathered on PostgreSQL")."""
 
     NAME = "units_api.access"
 

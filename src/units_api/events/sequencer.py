@@ -41,6 +41,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -153,7 +154,7 @@ async def sequence(db: Database) -> int:
             return numbered
 
 
-async def _planned_now(driver: Any, statement: str, *arguments: Any) -> Any:
+async def _planned_now(driver: asyncpg.Connection, statement: str, *arguments: Any) -> Any:
     """`statement`'s value, planned for the tables as they are now. A statement kept prepared
     keeps the plan it was given at first: given while the events were few (a new database, or
     a table not analysed since; autovacuum may be off or not have come yet), it scanned every

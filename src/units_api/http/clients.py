@@ -25,7 +25,7 @@ from units_api.clock import duration_text
 from units_api.errors import PROBLEM_CONTENT_TYPE, RequestTimeout
 from units_api.http.draining import draining
 from units_api.http.json import dumps
-from units_api.ids import request_id as new_request_id
+from units_api.ids import new_request_id
 
 IDLE, HEADERS, BODY, RECEIVED = "idle", "headers", "body", "received"
 

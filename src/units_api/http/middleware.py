@@ -14,7 +14,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from units_api.errors import PROBLEM_CONTENT_TYPE, ApiError, UriTooLong
-from units_api.ids import request_id as new_request_id
+from units_api.ids import new_request_id
 from units_api.logs import access_log, request_id_var
 from units_api.metrics import UNMATCHED, observe_request
 
