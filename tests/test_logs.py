@@ -178,3 +178,22 @@ def test_lines_written_from_an_event_loop_arrive_whole_and_in_order(
     assert [orjson.loads(line)["path"] for line in lines] == [
         f"/api/v2/units/{number}" for number in range(count)
     ]
+
+
+def test_lines_that_cannot_be_written_are_dropped_without_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Written on the loop's thread, the log must not fail a request or a timer: on a full
+    disk (/dev/full answers every write with ENOSPC) its lines are dropped."""
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stderr", full)
+        log = AccessLog()
+
+        async def serve() -> None:
+            for number in range(200):
+                log.write(f"/api/v2/units/{number}", "", "GET", 200, 1.5, "127.0.0.1", None)
+            await asyncio.sleep(0.03)  # the timer's flush
+
+        asyncio.run(serve())
+        log.close()
+        assert not log._pending

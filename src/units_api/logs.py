@@ -20,6 +20,7 @@ import stat
 import sys
 import time
 import traceback
+from contextlib import suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -225,11 +226,18 @@ class AccessLog:
 
 
 def _write_out(data: bytes) -> None:
+    """Lines that cannot be written (a full disk, a pipe no one reads any more) are dropped:
+    they are written on the loop's thread, in a request's last step or a timer, and the log
+    never fails or stops what it describes."""
     try:
-        os.write(sys.stderr.fileno(), data)
+        descriptor = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):  # a stream without a descriptor
-        sys.stderr.write(data.decode())
-        sys.stderr.flush()
+        with suppress(OSError, ValueError):
+            sys.stderr.write(data.decode())
+            sys.stderr.flush()
+        return
+    with suppress(OSError):
+        os.write(descriptor, data)
 
 
 access_log = AccessLog()
