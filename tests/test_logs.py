@@ -117,8 +117,8 @@ def test_an_access_line_is_the_json_of_its_fields(
     request_id: str | None,
     duration_ms: float,
 ) -> None:
-    """Written from its template or by the encoder, the same bytes: the fields in their
-    order, every text escaped as JSON needs, secrets masked."""
+    """One line of JSON: the fields in their order, every text escaped as JSON needs (what
+    it decodes to is what was given), secrets masked."""
     token = request_id_var.set(request_id)
     try:
         AccessLog().write(path, query, "GET", 404, duration_ms, client, key_id)
@@ -130,7 +130,8 @@ def test_an_access_line_is_the_json_of_its_fields(
     expected |= {"message": "request", **({"requestId": request_id} if request_id else {})}
     expected |= {"path": redact(path), "query": redact(query), "method": "GET", "status": 404}
     expected |= {"durationMs": duration_ms, "client": client, "keyId": key_id}
-    assert written.encode() == orjson.dumps(expected) + b"\n"
+    assert written.endswith("\n") and written.count("\n") == 1
+    assert list(line.items()) == list(expected.items())
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
 
 
@@ -160,9 +161,12 @@ def test_lines_written_from_an_event_loop_arrive_whole_and_in_order(
     log = AccessLog()
     assert log._most() == (65536 if into == "file" else select.PIPE_BUF)
 
+    def query(number: int) -> str:  # now and then a line longer than a pipe writes whole
+        return "q=" + "x" * 6000 if number % 500 == 7 else ""
+
     async def serve() -> None:
         for number in range(count):
-            log.write(f"/api/v2/units/{number}", "", "GET", 200, 1.5, "127.0.0.1", None)
+            log.write(f"/api/v2/units/{number}", query(number), "GET", 200, 1.5, "::1", None)
             if number % 100 == 0:
                 await asyncio.sleep(0.011)  # some flushes by the timer, some by size
 
@@ -174,9 +178,31 @@ def test_lines_written_from_an_event_loop_arrive_whole_and_in_order(
         os.close(read_end)
     else:
         received.extend((tmp_path / "stderr").read_bytes())
-    lines = received.decode().splitlines()
-    assert [orjson.loads(line)["path"] for line in lines] == [
-        f"/api/v2/units/{number}" for number in range(count)
+    lines = [orjson.loads(line) for line in received.decode().splitlines()]
+    assert [(line["path"], line["query"]) for line in lines] == [
+        (f"/api/v2/units/{number}", query(number)) for number in range(count)
+    ]
+
+
+def test_a_text_that_is_not_utf8_is_written_with_its_bad_characters_replaced(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A lone surrogate cannot be encoded: its line is written with it replaced, the lines
+    beside it as they are."""
+    log = AccessLog()
+
+    async def serve() -> None:
+        log.write("/before", "", "GET", 200, 1.0, None, None)
+        log.write("/bad\ud800", "q=\udfff", "GET", 404, 1.0, None, None)
+        log.write("/after", "", "GET", 200, 1.0, None, None)
+
+    asyncio.run(serve())
+    log.close()
+    lines = [orjson.loads(line) for line in capfd.readouterr().err.splitlines()]
+    assert [(line["path"], line["query"]) for line in lines] == [
+        ("/before", ""),
+        ("/bad?", "q=?"),
+        ("/after", ""),
     ]
 
 

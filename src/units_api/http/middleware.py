@@ -182,7 +182,7 @@ class RequestContextMiddleware:
             query.decode("latin-1"),
             scope["method"],
             status,
-            round(elapsed * 1000, 2),
+            int(elapsed * 100000.0 + 0.5) / 100,  # ms to 0.01, cheaper than round()
             client[0] if client else None,
             scope["state"].get(STATE_KEY_ID),
         )
