@@ -112,7 +112,7 @@ FLUSH_SECONDS = 0.01  # how long an access log line may wait to be written with 
 MAX_WAITING = 1024  # lines that wait at most, whatever the timer: they go at once beyond
 
 
-class _Line(msgspec.Struct, rename="camel"):
+class _Line(msgspec.Struct, rename="camel", gc=False):
     """An access log line: its fields in their order, encoded by `msgspec` when written."""
 
     time: str
@@ -129,7 +129,7 @@ class _Line(msgspec.Struct, rename="camel"):
     key_id: str | None
 
 
-class _LineWithoutId(msgspec.Struct, rename="camel"):
+class _LineWithoutId(msgspec.Struct, rename="camel", gc=False):
     """A line outside a request (none has an id): `JsonFormatter` leaves `requestId` out."""
 
     time: str
