@@ -11,7 +11,7 @@ CLIENT_GENERATOR := openapi-python-client==0.29.1
 GENERATOR_VENV := $(VENV)/client-generator
 GENERATOR_STAMP := $(GENERATOR_VENV)/.installed
 
-.PHONY: install run test lint format bench bench-write bench-write-embedded bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults bench-dashboards
+.PHONY: install run test lint format bench bench-write bench-write-embedded bench-channels bench-slow-clients bench-find bench-find-embedded bench-lifecycle bench-events bench-exports bench-hostile bench-ops bench-middleware bench-replica bench-console bench-feeds screenshots clean bench-sitemaps bench-faults bench-dashboards
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,9 @@ bench-hostile: $(DEV_STAMP)
 
 bench-ops: $(DEV_STAMP)
 	$(BIN)/python bench/ops.py $(OPS_ARGS)
+
+bench-middleware: $(DEV_STAMP)
+	$(BIN)/python bench/middleware.py $(MIDDLEWARE_ARGS)
 
 bench-replica: $(DEV_STAMP)
 	$(BIN)/python bench/replica.py $(REPLICA_ARGS)
