@@ -113,36 +113,22 @@ MAX_WAITING = 1024  # lines that wait at most, whatever the timer: they go at on
 
 
 class _Line(msgspec.Struct, rename="camel", gc=False):
-    """An access log line: its fields in their order, encoded by `msgspec` when written."""
+    """An access log line: its fields in their order, encoded by `msgspec` when written. Every
+    field is given; `requestId` is left out when it is `UNSET` (outside a request, as
+    `JsonFormatter` leaves it out)."""
 
-    time: str
-    level: str
-    logger: str
-    message: str
-    request_id: str
-    path: str
-    query: str
-    method: str
-    status: int
-    duration_ms: float
-    client: str | None
-    key_id: str | None
-
-
-class _LineWithoutId(msgspec.Struct, rename="camel", gc=False):
-    """A line outside a request (none has an id): `JsonFormatter` leaves `requestId` out."""
-
-    time: str
-    level: str
-    logger: str
-    message: str
-    path: str
-    query: str
-    method: str
-    status: int
-    duration_ms: float
-    client: str | None
-    key_id: str | None
+    time: str = ""
+    level: str = "INFO"
+    logger: str = ""
+    message: str = "request"
+    request_id: str | msgspec.UnsetType = msgspec.UNSET
+    path: str = ""
+    query: str = ""
+    method: str = ""
+    status: int = 0
+    duration_ms: float = 0.0
+    client: str | None = None
+    key_id: str | None = None
 
 
 _encoder = msgspec.json.Encoder()
@@ -173,7 +159,7 @@ class AccessLog:
         self.logger = logging.getLogger(self.NAME)
         self._second = -1
         self._prefix = ""
-        self._pending: list[_Line | _LineWithoutId] = []
+        self._pending: list[_Line] = []
         self._scheduled = False
         self._limit = 0  # bytes of lines written at once (`_most`), read at the first write
         atexit.register(self.close)
@@ -202,20 +188,13 @@ class AccessLog:
         if "uak_" in query or "whsec_" in query or "://" in query or "uak_" in path:
             path, query = redact(path), redact(query)
         now = self._time(time.time())
-        request_id = request_id_var.get()
-        if request_id:
-            line: _Line | _LineWithoutId = _Line(
-                now, "INFO", self.NAME, "request", request_id, path, query, method, status,
-                duration_ms, client, key_id,
-            )  # fmt: skip
-        else:
-            line = _LineWithoutId(
-                now, "INFO", self.NAME, "request", path, query, method, status, duration_ms,
-                client, key_id,
-            )  # fmt: skip
+        line = _Line(
+            now, "INFO", self.NAME, "request", request_id_var.get() or msgspec.UNSET, path,
+            query, method, status, duration_ms, client, key_id,
+        )  # fmt: skip
         self._queue(line)
 
-    def _queue(self, line: _Line | _LineWithoutId) -> None:
+    def _queue(self, line: _Line) -> None:
         """Lines wait up to FLUSH_SECONDS and go together (a write per line cost a cached
         read a tenth of its throughput; a write per turn of the event loop, a few percent).
         Outside an event loop, a line goes at once; at exit, what waits goes too."""
@@ -268,7 +247,7 @@ class AccessLog:
         self.flush()
 
 
-def _encode(lines: list[_Line | _LineWithoutId]) -> bytes:
+def _encode(lines: list[_Line]) -> bytes:
     """The lines' JSON, one per line. A text that is not UTF-8 (a lone surrogate, which no
     server's decoding gives) is written with its bad characters replaced, never raised."""
     try:
