@@ -193,16 +193,16 @@ def test_a_text_that_is_not_utf8_is_written_with_its_bad_characters_replaced(
 
     async def serve() -> None:
         log.write("/before", "", "GET", 200, 1.0, None, None)
-        log.write("/bad\ud800", "q=\udfff", "GET", 404, 1.0, None, None)
+        log.write("/bad\ud800", "q=\udfff", "GET", 404, 1.0, "\udc80", None)
         log.write("/after", "", "GET", 200, 1.0, None, None)
 
     asyncio.run(serve())
     log.close()
     lines = [orjson.loads(line) for line in capfd.readouterr().err.splitlines()]
-    assert [(line["path"], line["query"]) for line in lines] == [
-        ("/before", ""),
-        ("/bad?", "q=?"),
-        ("/after", ""),
+    assert [(line["path"], line["query"], line["client"]) for line in lines] == [
+        ("/before", "", None),
+        ("/bad?", "q=?", "?"),
+        ("/after", "", None),
     ]
 
 
