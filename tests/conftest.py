@@ -61,7 +61,9 @@ def _asyncpg_dsn(url: str, database: str | None = None) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-async def _admin_sql(url: str, *statements: str) -> None:
+async def admin_sql(url: str, *statements: str) -> None:
+    """Run `statements` on the database of `url`, in order, on a connection of their own (a
+    role, a database, a database's settings)."""
     conn = await asyncpg.connect(_asyncpg_dsn(url))
     try:
         for statement in statements:
@@ -84,11 +86,11 @@ def fresh_postgres(prefix: str) -> Iterator[str]:
     need_service(PG_URL, "database")
     assert PG_URL
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
+    asyncio.run(admin_sql(PG_URL, f'CREATE DATABASE "{name}"'))
     try:
         yield _asyncpg_dsn(PG_URL, name)
     finally:
-        asyncio.run(_admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        asyncio.run(admin_sql(PG_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture(scope="session")

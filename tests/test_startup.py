@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.conftest import PG_URL, Api, _admin_sql, fresh_postgres, need_service, served_sqlite
+from tests.conftest import PG_URL, Api, admin_sql, fresh_postgres, need_service, served_sqlite
 from tests.test_cli import free_port
 from units_api.config import (
     PREFIX,
@@ -318,13 +318,13 @@ def test_migrations_the_user_may_not_run_are_named(tmp_path: Path) -> None:
     role = f"startup_{uuid.uuid4().hex[:12]}"
     with fresh_postgres("startup") as url:
         assert PG_URL
-        asyncio.run(_admin_sql(PG_URL, f'CREATE ROLE "{role}" LOGIN'))
+        asyncio.run(admin_sql(PG_URL, f'CREATE ROLE "{role}" LOGIN'))
         try:
             as_role = make_url(url).set(username=role, password=None)
             env = clean_env(tmp_path, UNITS_API_DATABASE_URL=as_role.render_as_string())
             result = run(env, "migrate")
         finally:
-            asyncio.run(_admin_sql(PG_URL, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"'))
+            asyncio.run(admin_sql(PG_URL, f'DROP OWNED BY "{role}"', f'DROP ROLE "{role}"'))
     assert_refused(
         result, "UNITS_API_DATABASE_URL: migrations failed: permission denied for schema public"
     )

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
-from tests.conftest import _admin_sql, fresh_postgres, start_api
+from tests.conftest import admin_sql, fresh_postgres, start_api
 from units_api.config import Settings
 from units_api.db import Database, create_engine
 from units_api.events import repository
@@ -210,7 +210,7 @@ async def test_many_events_at_once_are_numbered_by_plans_made_for_them(postgres:
     scanned every position for each event (a minute for these 30,000, then 37 s for each step
     that numbered nothing). Any statement past 5 s is cancelled here."""
     name = make_url(postgres).database
-    await _admin_sql(postgres, f"ALTER DATABASE \"{name}\" SET statement_timeout = '5s'")
+    await admin_sql(postgres, f"ALTER DATABASE \"{name}\" SET statement_timeout = '5s'")
     db = Database(create_engine(postgres, 1))  # one connection: its statements meet again
     try:
         await sequence(db)  # on the empty tables
