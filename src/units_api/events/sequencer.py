@@ -119,8 +119,8 @@ class _Candidate:
 
 # Each database's candidates, in this process.
 _candidates: weakref.WeakKeyDictionary[Database, list[_Candidate]] = weakref.WeakKeyDictionary()
-# Each database's head as this process last saw it (the feed's size, for `_planned_now`).
-_sizes: weakref.WeakKeyDictionary[Database, int] = weakref.WeakKeyDictionary()
+# Each database's head as this process last left it (the feed's size, for `_planned_now`).
+_heads: weakref.WeakKeyDictionary[Database, int] = weakref.WeakKeyDictionary()
 
 
 async def sequence(db: Database) -> int:
@@ -133,7 +133,7 @@ async def sequence(db: Database) -> int:
     while True:
         async with db.read() as conn:
             driver = await driver_connection(conn, alone=True)
-            if not await _planned_now(db, driver, _PENDING):
+            if not await _planned_now(driver, _heads.get(db, 0), _PENDING):
                 return numbered
         async with db.transaction() as conn:
             driver = await driver_connection(conn)
@@ -147,9 +147,8 @@ async def sequence(db: Database) -> int:
                 kept[-1] = candidate
             ended = [found for found in kept if found.writers.isdisjoint(writers)]
             settle = max((found.last_seq for found in ended), default=0)
-            _sizes[db] = int(head)
-            step = int(await _planned_now(db, driver, _NUMBER, head, STEP, settle, settled))
-            _sizes[db] = int(head) + step
+            step = int(await _planned_now(driver, head, _NUMBER, head, STEP, settle, settled))
+            _heads[db] = head + step
             if step < STEP:
                 # The watermark rose to every ended candidate's value (or stays above it).
                 kept[:] = [found for found in kept if found not in ended]
@@ -158,17 +157,17 @@ async def sequence(db: Database) -> int:
             return numbered
 
 
-async def _planned_now(db: Database, driver: asyncpg.Connection, statement: str, *args: Any) -> Any:
+async def _planned_now(driver: asyncpg.Connection, feed: int, statement: str, *args: Any) -> Any:
     """`statement`'s value, by a plan made for the tables at least half as large as they are
-    now. A statement kept prepared keeps the plan it was given at first: given while the events
-    were few (a new database, or a table not analysed since; autovacuum may be off or not have
-    come yet), it scanned every position for each event, and 30,000 events written at once then
-    took a minute to number, and every step after, numbering nothing, 37 s. Its text is marked
-    with the feed's order of magnitude (the head's bit length): each connection prepares it
-    again, for the tables as they are, whenever the feed has doubled, and keeps it prepared in
-    between (planning it at every step cost a round trip and a plan each time)."""
-    size = _sizes.get(db, 0).bit_length()
-    return await driver.fetchval(f"{statement}/* feed < 2^{size} */", *args)
+    now (`feed`: the head, or the last one seen). A statement kept prepared keeps the plan it
+    was given at first: given while the events were few (a new database, or a table not
+    analysed since; autovacuum may be off or not have come yet), it scanned every position for
+    each event, and 30,000 events written at once then took a minute to number, and every step
+    after, numbering nothing, 37 s. Its text is marked with the feed's order of magnitude (the
+    head's bit length): each connection prepares it again, for the tables as they are,
+    whenever the feed has doubled, and keeps it prepared in between (planning it at every step
+    cost a round trip and a plan each time)."""
+    return await driver.fetchval(f"{statement}/* feed < 2^{feed.bit_length()} */", *args)
 
 
 # SQLite's writers take turns (BEGIN IMMEDIATE), so events numbered inside the writer's own
