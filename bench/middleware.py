@@ -24,9 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="bench-metrics-"))
-
-# Imported once the metrics' directory is chosen.
 from units_api import metrics
 from units_api.http.middleware import RequestContextMiddleware
 from units_api.logs import AccessLog
@@ -99,6 +96,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=25)
     parser.add_argument("--requests", type=int, default=4000, help="a round's requests")
     args = parser.parse_args()
+    # A directory of its own, as `serve` gives its processes, removed at exit (never the
+    # operator's, which `prepare_directory` would empty).
+    os.environ.pop(metrics.MULTIPROCESS_DIR, None)
+    metrics.prepare_directory()
     metrics.init()
     logging.getLogger(AccessLog.NAME).setLevel(logging.INFO)
     with tempfile.TemporaryDirectory() as directory, Path(directory, "log").open("w") as out:
