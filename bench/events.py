@@ -271,16 +271,23 @@ def auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def poll_feed(base: str, key: str, stop: threading.Event) -> None:
-    """A follower at the feed's end, as a website would be."""
+def poll_feed(base: str, key: str, stop: threading.Event, tally: dict[str, float]) -> None:
+    """A follower at the feed's end, as a website would be; its own CPU (which the server's
+    machine pays: a tenth of a core) and pages read go in `tally`."""
+    started, wall = time.thread_time(), time.perf_counter()
+    pages = 0
     with httpx.Client(base_url=base, headers=auth(key), timeout=60) as client:
         after = client.get("/api/v2/events", params={"types": "import.failed"}).json()
         cursor = after["nextCursor"]
         while not stop.is_set():
             body = client.get("/api/v2/events", params={"after": cursor, "limit": 100}).json()
+            pages += 1
             cursor = body["nextCursor"]
             if len(body["data"]) < 100:
                 time.sleep(0.05)
+    wall = time.perf_counter() - wall
+    tally["follower_cpu_share"] = (time.thread_time() - started) / wall
+    tally["follower_pages_per_s"] = pages / wall
 
 
 async def event_rows(url: str) -> dict[str, int]:
@@ -308,7 +315,8 @@ def creates(args: argparse.Namespace, url: str, key: str, unit_file: Path) -> di
                 rows_before = asyncio.run(event_rows(url))
             with server(url, env, "events-server.log") as base:
                 stop = threading.Event()
-                follower = threading.Thread(target=poll_feed, args=(base, key, stop))
+                tally: dict[str, float] = {}
+                follower = threading.Thread(target=poll_feed, args=(base, key, stop, tally))
                 if name == "with feed":
                     follower.start()
                 try:
@@ -326,6 +334,7 @@ def creates(args: argparse.Namespace, url: str, key: str, unit_file: Path) -> di
                     stop.set()
                     if follower.is_alive():
                         follower.join()
+                runs[name][-1].update(tally)
             if name == "with feed":
                 time.sleep(1)
                 rows_after = asyncio.run(event_rows(url))
@@ -506,6 +515,12 @@ def print_report(report: dict[str, Any]) -> None:
                 "creates, worker + follower",
                 f"{fed['rps']:,.0f}/s (ratio {created['ratio']['rps']:.2f})",
                 ">= 0.9x",
+            ),
+            (
+                "the follower's own CPU",
+                f"{fed['follower_cpu_share']:.0%} of a core, "
+                f"{fed['follower_pages_per_s']:,.0f} pages/s",
+                "",
             ),
             (
                 "event rows, worker + follower",
