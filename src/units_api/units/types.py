@@ -29,8 +29,11 @@ LONG_TEXT_MAX = 20_000
 NUMBER_MAX = 10**15
 DECIMALS_MAX = 20
 
+# The checks of a unit's values, by the models below and by `quick.py`: each gives the value
+# as read, or raises a ValueError whose text is the problem's.
 
-def _number(value: Any) -> Decimal | int:
+
+def exact_number(value: Any) -> Decimal | int:
     kind = type(value)
     if kind is int:  # the common case, first: a JSON integer
         if -NUMBER_MAX <= value <= NUMBER_MAX:
@@ -51,21 +54,21 @@ def _number(value: Any) -> Decimal | int:
     return decimal
 
 
-def _amount(value: Any) -> Decimal | int:
+def amount(value: Any) -> Decimal | int:
     if type(value) is int and 0 <= value <= NUMBER_MAX:  # the common case, in one call
         whole: int = value
         return whole
-    number = _number(value)
+    number = exact_number(value)
     if number < 0:
         raise ValueError("must be greater than or equal to 0")
     return number
 
 
-def _whole(value: Any) -> int:
+def whole_number(value: Any) -> int:
     if type(value) is int and 0 <= value <= NUMBER_MAX:
         whole: int = value
         return whole
-    number = _amount(value)
+    number = amount(value)
     if number != int(number):
         raise ValueError("must be a whole number")
     return int(number)
@@ -75,7 +78,7 @@ def _whole(value: Any) -> int:
 _PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.-]+(?:[:/?#][^\s]*)?\Z")
 
 
-def _http_url(value: str) -> str:
+def http_url(value: str) -> str:
     if _PLAIN_URL.match(value):
         return value
     parts = urlsplit(value)
@@ -87,7 +90,7 @@ def _http_url(value: str) -> str:
 _DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 
 
-def _reading_date(value: str) -> str:
+def reading_date(value: str) -> str:
     try:
         if len(value) == 10:
             date.fromisoformat(value)
@@ -103,7 +106,7 @@ def _reading_date(value: str) -> str:
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 
 
-def _date(value: str) -> str:
+def iso_date(value: str) -> str:
     try:
         if _DATE.match(value):
             date.fromisoformat(value)
@@ -113,19 +116,19 @@ def _date(value: str) -> str:
     raise ValueError("must be an ISO 8601 date (YYYY-MM-DD)")
 
 
-def _currency(value: str) -> str:
+def currency_code(value: str) -> str:
     if value not in CURRENCIES:
         raise ValueError("must be an ISO 4217 currency code, three capitals (EGP, AED, SAR)")
     return value
 
 
-def _country(value: str) -> str:
+def country_code(value: str) -> str:
     if value not in COUNTRIES:
         raise ValueError("must be an ISO 3166-1 alpha-2 country code, two capitals (EG, AE, SA)")
     return value
 
 
-def _non_blank(value: str) -> str:
+def non_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be blank")
     return value
@@ -143,30 +146,30 @@ def _none_as_empty(value: Any) -> Any:
 
 Amount = Annotated[
     Decimal | int,
-    PlainValidator(_amount),
+    PlainValidator(amount),
     WithJsonSchema({"type": "number", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
 Coordinate = Annotated[
     Decimal | int,
-    PlainValidator(_number),
+    PlainValidator(exact_number),
     WithJsonSchema({"type": "number"}),
 ]
 Whole = Annotated[
     int,
-    PlainValidator(_whole),
+    PlainValidator(whole_number),
     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
 NoNul = AfterValidator(_no_nul)
 Name = Annotated[
     str,
     StringConstraints(min_length=1, max_length=NAME_MAX),
-    AfterValidator(_non_blank),
+    AfterValidator(non_blank),
     NoNul,
 ]
 Label = Annotated[
     str,
     StringConstraints(min_length=1, max_length=TEXT_MAX),
-    AfterValidator(_non_blank),
+    AfterValidator(non_blank),
     NoNul,
 ]
 Text = Annotated[str, StringConstraints(max_length=TEXT_MAX), NoNul]
@@ -174,7 +177,7 @@ LongText = Annotated[str, StringConstraints(max_length=LONG_TEXT_MAX), NoNul]
 Url = Annotated[
     str,
     StringConstraints(max_length=TEXT_MAX),
-    AfterValidator(_http_url),
+    AfterValidator(http_url),
     NoNul,
     WithJsonSchema(
         {"type": "string", "format": "uri", "maxLength": TEXT_MAX, "pattern": "^https?://"}
@@ -183,7 +186,7 @@ Url = Annotated[
 ReadingDate = Annotated[
     str,
     StringConstraints(max_length=40),
-    AfterValidator(_reading_date),
+    AfterValidator(reading_date),
     WithJsonSchema(
         {
             "type": "string",
@@ -196,14 +199,14 @@ ReadingDate = Annotated[
 
 IsoDate = Annotated[
     str,
-    AfterValidator(_date),
+    AfterValidator(iso_date),
     WithJsonSchema(
         {"type": "string", "format": "date", "description": "ISO 8601 date (YYYY-MM-DD)."}
     ),
 ]
 Currency = Annotated[
     str,
-    AfterValidator(_currency),
+    AfterValidator(currency_code),
     WithJsonSchema(
         {
             "type": "string",
@@ -215,7 +218,7 @@ Currency = Annotated[
 ]
 Country = Annotated[
     str,
-    AfterValidator(_country),
+    AfterValidator(country_code),
     WithJsonSchema(
         {
             "type": "string",

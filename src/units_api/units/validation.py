@@ -9,6 +9,7 @@ from typing import Any, TypeGuard
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from units_api.errors import ValidationFailed
+from units_api.units import quick
 from units_api.units.merge_patch import merge_patch
 from units_api.units.schemas import (
     EDITABLE_FIELDS,
@@ -135,7 +136,12 @@ def validate_unit(
     """Validate a whole unit body; return its editable fields, every one present."""
     if not isinstance(body, dict):
         raise ValidationFailed([("", "the body must be a JSON object")])
-    errors: list[tuple[str, str]] = []
+    fields = quick.unit_fields(body)  # most bodies, valid, read at a fraction of the cost
+    if fields is not None:
+        if errors := list(_cross_field_errors(body, vocabularies)):
+            raise ValidationFailed(dict.fromkeys(errors))
+        return fields
+    errors = []
     model: UnitWrite | None = None
     try:
         model = UnitWrite.model_validate(body)
