@@ -134,7 +134,7 @@ def non_blank(value: str) -> str:
     return value
 
 
-def _no_nul(value: str) -> str:
+def no_nul(value: str) -> str:
     if "\x00" in value:
         raise ValueError("must not contain the NUL character")
     return value
@@ -159,7 +159,7 @@ Whole = Annotated[
     PlainValidator(whole_number),
     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": NUMBER_MAX}),
 ]
-NoNul = AfterValidator(_no_nul)
+NoNul = AfterValidator(no_nul)
 Name = Annotated[
     str,
     StringConstraints(min_length=1, max_length=NAME_MAX),
