@@ -83,6 +83,14 @@ def test_sample_units_read_as_the_models_read_them(seed: int) -> None:
             assert got is not None and same(got, expected)
 
 
+def with_lists(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with an item in each of its lists, for a change to reach."""
+    for name in ("specs", "options", "paymentPlans", "floorsPlan", "readings"):
+        body[name] = body.get(name) or [{}]
+    body["gallery"] = body.get("gallery") or ["https://cdn.example.com/a.jpg"]
+    return body
+
+
 def a_valid_body() -> dict[str, Any]:
     body: dict[str, Any] = loads(dumps(fake_unit(random.Random(7))))
     return body
@@ -125,12 +133,7 @@ def a_valid_body() -> dict[str, Any]:
     ],
 )
 def test_what_it_does_not_pass_goes_to_the_models(where: tuple[Any, ...], value: Any) -> None:
-    body = a_valid_body()
-    body.setdefault("readings", [{}])
-    body["readings"] = body["readings"] or [{}]
-    body["specs"] = body["specs"] or [{}]
-    body["options"] = body["options"] or [{}]
-    body["gallery"] = body["gallery"] or ["https://example.com/a.jpg"]
+    body = with_lists(a_valid_body())
     place = body
     for key in where[:-1]:
         place = place[key]
@@ -214,13 +217,6 @@ def put(body: Any, path: tuple[Any, ...], value: Any) -> None:
         place = place[key]
     if has(place, path[-1]):
         place[path[-1]] = value
-
-
-def with_lists(body: dict[str, Any]) -> dict[str, Any]:
-    for name in ("specs", "options", "paymentPlans", "floorsPlan", "readings"):
-        body[name] = body.get(name) or [{}]
-    body["gallery"] = body.get("gallery") or ["https://cdn.example.com/a.jpg"]
-    return body
 
 
 @settings(max_examples=1500, deadline=None)

@@ -3,7 +3,7 @@
 `schemas.UnitWrite` validates a body with pydantic: every error at once, each with its path,
 but a valid unit of 3 KB costs about 30 us there, most of it in the nested models made and
 taken apart again and in a call of a Python validator per value. Most bodies are valid. This
-module reads them with msgspec instead (about 19 us, checks included), into structs made from
+module reads them with msgspec instead (about 22 us, checks included), into structs made from
 the models' own fields (their types, lengths and bounds), then checks what msgspec has no
 constraint for (a URL's form, a code's list, a date, a non-integer number's size and places)
 with the very functions the models use (`types.py`). A type or a constraint it does not know
