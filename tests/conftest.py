@@ -235,8 +235,21 @@ def served_sqlite(
         wait_until_ready(base)
         yield base, key
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_server(process)
+
+
+def stop_server(process: subprocess.Popen[Any], seconds: float = 20) -> None:
+    """Stop a server a test started: SIGTERM, and SIGKILL if it has not exited within
+    `seconds` (then the wait's TimeoutExpired is raised, the process no longer running)."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
 
 
 def wait_until_ready(base: str, seconds: float = 30) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
+from tests.conftest import CLI, cli_admin_key, fresh_postgres, stop_server, wait_until_ready
 from tests.test_cli import free_port
 from units_api.migrate import upgrade
 
@@ -27,8 +27,7 @@ def serving(env: dict[str, str], port: int, log: Path | None = None) -> Iterator
         wait_until_ready(base)
         yield base
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_server(process)
 
 
 def start_serve(env: dict[str, str], port: int, log: Path | None) -> subprocess.Popen[bytes]:
@@ -65,6 +64,4 @@ def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        process.wait(20)
+    stop_server(process)

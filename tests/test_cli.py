@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import wait_until_ready
+from tests.conftest import stop_server, wait_until_ready
 
 CLI = [sys.executable, "-m", "units_api"]
 
@@ -137,8 +137,7 @@ def test_first_start_prints_an_admin_key_that_works(tmp_path: Path) -> None:
         fetched = httpx.get(f"{base}{created.headers['location']}", headers=headers)
         assert fetched.status_code == 200 and fetched.json() == created.json()
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_server(process)
     second = subprocess.run(
         [*CLI, "keys", "list"], env=env, capture_output=True, text=True, check=True
     )

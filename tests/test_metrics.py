@@ -23,7 +23,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import CLI, cli_admin_key, fresh_postgres, wait_until_ready
+from tests.conftest import CLI, cli_admin_key, fresh_postgres, stop_server, wait_until_ready
 from tests.test_cli import free_port
 from units_api import scrape
 from units_api.db import Database, create_engine
@@ -67,8 +67,7 @@ def served(
         _wait_for_line(log, "Application startup complete.", workers)
         yield base, key
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_server(process, 30)
 
 
 def _wait_for_line(log: Path, message: str, times: int) -> None:

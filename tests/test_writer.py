@@ -28,7 +28,7 @@ import pytest
 from sqlalchemy import select
 
 from tests import test_storage_faults
-from tests.conftest import Api, start_api, unit_body, wait_until_ready
+from tests.conftest import Api, start_api, stop_server, unit_body, wait_until_ready
 from tests.test_cli import free_port
 from tests.test_storage_faults import Disk
 from units_api.auth.schemas import ApiKeyCreate
@@ -369,8 +369,7 @@ async def test_a_server_killed_under_concurrent_writes_loses_no_acknowledged_wri
             feed = await http.get(f"{base}/api/v2/events?limit=1000", headers=headers)
             assert feed.status_code == 200
     finally:
-        process.terminate()
-        process.wait(timeout=20)
+        stop_server(process)
     with sqlite3.connect(database) as conn:
         assert conn.execute("SELECT count(*) FROM units").fetchone() == (len(kept),)
         events = conn.execute(

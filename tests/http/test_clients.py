@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from tests.conftest import unit_body, wait_until_ready
+from tests.conftest import stop_server, unit_body, wait_until_ready
 from tests.test_cli import free_port
 from units_api.http.clients import HeadWithBody
 
@@ -53,9 +53,7 @@ def server(tmp_path: Path, **env: str) -> Iterator[tuple[subprocess.Popen[str], 
         wait_until_ready(base)
         yield process, base, key
     finally:
-        if process.poll() is None:
-            process.terminate()
-            process.wait(timeout=30)
+        stop_server(process, 30)
 
 
 def port_of(base: str) -> int:
