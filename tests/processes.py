@@ -61,7 +61,3 @@ def deployment(tmp_path: Path, prefix: str, settings: dict[str, str]) -> Iterato
 def start_worker(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
         return subprocess.Popen([*CLI, "worker"], env=env, stdout=out, stderr=out)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    stop_server(process)

@@ -18,8 +18,8 @@ import asyncpg  # type: ignore[import-untyped]
 import httpx
 
 from tests import processes
-from tests.conftest import CLI
-from tests.processes import Deployed, start_worker, stop
+from tests.conftest import CLI, stop_server
+from tests.processes import Deployed, start_worker
 from units_api.http.json import dumps
 
 EXPORTS = "/api/v2/units/exports"
@@ -115,7 +115,7 @@ async def _a_killed_workers_export_is_taken_over_and_finishes_once(
             try:
                 job = await wait_for(client, location)
             finally:
-                stop(second)
+                stop_server(second)
             assert job["status"] == "succeeded", job
             assert job["rowCount"] == 20000
             assert (await job_events(client, "export.succeeded"))[job["id"]] == 1
@@ -124,7 +124,7 @@ async def _a_killed_workers_export_is_taken_over_and_finishes_once(
             file = await client.get(f"{location}/file")
             assert file.status_code == 200 and len(file.content) == job["bytes"]
     finally:
-        stop(first)
+        stop_server(first)
 
 
 def test_a_killed_workers_import_resumes_and_writes_no_row_twice(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ async def _a_killed_workers_import_resumes_and_writes_no_row_twice(
             try:
                 job = await wait_for(client, location)
             finally:
-                stop(second)
+                stop_server(second)
             assert job["status"] == "succeeded", job
             assert (job["rowsTotal"], job["rowsOk"], job["rowsFailed"]) == (rows, rows, 0)
             names = await scalar(
@@ -181,7 +181,7 @@ async def _a_killed_workers_import_resumes_and_writes_no_row_twice(
             assert events == rows
             assert (await job_events(client, "import.succeeded"))[job["id"]] == 1
     finally:
-        stop(first)
+        stop_server(first)
 
 
 def test_two_workers_run_each_job_once(tmp_path: Path) -> None:
@@ -214,4 +214,4 @@ async def _two_workers_run_each_job_once(
             assert len(events) == len(finished)
     finally:
         for worker in workers:
-            stop(worker)
+            stop_server(worker)
