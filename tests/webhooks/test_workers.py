@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 from tests import processes
-from tests.processes import Deployed, start_worker, stop
+from tests.conftest import stop_server
+from tests.processes import Deployed, start_worker
 from tests.webhooks.receiver import receiver
 
 
@@ -71,7 +72,7 @@ async def _killed_mid_delivery(
             first.send_signal(signal.SIGKILL)
             first.wait(10)
         finally:
-            stop(first)
+            stop_server(first)
         second = start_worker(env, tmp_path / "worker.log")
         try:
             expected = set(await event_ids(client, 40))
@@ -92,7 +93,7 @@ async def _killed_mid_delivery(
             assert len(log) == 40 and all(d["status"] == "succeeded" for d in log)
             assert {d["eventId"] for d in log} == expected
         finally:
-            stop(second)
+            stop_server(second)
 
 
 def test_two_workers_deliver_each_event_once(tmp_path: Path) -> None:
@@ -121,4 +122,4 @@ async def _two_workers(
             assert all(worker.poll() is None for worker in workers)
         finally:
             for worker in workers:
-                stop(worker)
+                stop_server(worker)
