@@ -234,7 +234,7 @@ def create_context(settings: Settings) -> AppContext:
         jobs_wake=asyncio.Event(),
         names=NameCache(db),
         channels=ChannelCache(db),
-        writes=Gatherer(db) if db.dialect == "postgresql" else None,
+        writes=Gatherer(db),
     )
 
 

@@ -52,7 +52,7 @@ class AppContext:
     located_by_time: bool = False
     # The website's unit pages this process rendered lately (website/cache.py).
     pages: PageCache = field(default_factory=PageCache)
-    # PostgreSQL: single writes made together when they arrive together (units/gathering.py).
+    # Single writes made together when they arrive together (units/gathering.py).
     writes: Gatherer | None = None
     # The dashboards' copy, when the extra is installed and the setting asks for it
     # (units/dashboards.py); loaded in the background by the app's lifespan.

@@ -1,17 +1,20 @@
-"""Single writes gathered on PostgreSQL (units/gathering.py): writes that arrive together are
-written together, and each keeps its own outcome, as if it had been alone."""
+"""Single writes gathered (units/gathering.py), on both databases: writes that arrive together
+are written together, and each keeps its own outcome, as if it had been alone."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
-from tests.conftest import Api, unit_body
+from tests.conftest import Api, start_api, unit_body
+from units_api.config import Settings
 from units_api.events.tables import events
 from units_api.units import changes
 from units_api.units.gathering import Gatherer
@@ -20,6 +23,21 @@ from units_api.units.tables import unit_history, units
 from units_api.units.validation import validate_unit
 
 ACTOR = {"type": "apiKey", "id": "gathering"}
+
+
+@pytest.fixture
+async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
+    """An app with enough connections for its concurrent requests, on each database (on
+    SQLite with the writer a server has, whose turns the gathered batches take)."""
+    settings = Settings(
+        database_url=database_url,
+        access_log=False,
+        db_pool_size=20,
+        files_dir=files_dir,
+        dashboards_copy=False,
+    )
+    async for instance in start_api(settings):
+        yield instance
 
 
 def insert_rows(unit_id: uuid.UUID | None = None, **fields: Any) -> changes.Rows:
@@ -38,23 +56,23 @@ async def counts(api: Api, unit_ids: list[uuid.UUID]) -> tuple[int, int, int]:
     return found[0], found[1], found[2]
 
 
-async def test_creates_arriving_together_are_each_written_once(pg_api: Api) -> None:
-    gatherer = Gatherer(pg_api.context.db, lanes=1)
+async def test_creates_arriving_together_are_each_written_once(both_api: Api) -> None:
+    gatherer = Gatherer(both_api.context.db, lanes=1)
     batches = [insert_rows(name=f"Gathered {n}") for n in range(40)]
     await asyncio.gather(*(gatherer.write(rows) for rows in batches))
     ids = [rows.units[0]["id"] for rows in batches]
-    assert await counts(pg_api, ids) == (40, 40, 40)
+    assert await counts(both_api, ids) == (40, 40, 40)
     for unit_id, rows in zip(ids, batches, strict=True):
-        got = await pg_api.request("GET", f"/api/v2/units/{unit_id}")
+        got = await both_api.request("GET", f"/api/v2/units/{unit_id}")
         assert got.status_code == 200
         assert got.json()["name"] == rows.units[0]["name"]
 
 
-async def test_a_write_the_database_refuses_fails_alone(pg_api: Api) -> None:
+async def test_a_write_the_database_refuses_fails_alone(both_api: Api) -> None:
     """A batch whose statement fails wrote nothing; each write is made again alone: the good
     ones land once, the refused one gets its own error."""
-    existing = await pg_api.create_unit()
-    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    existing = await both_api.create_unit()
+    gatherer = Gatherer(both_api.context.db, lanes=1)
     first = insert_rows(name="First")  # written alone while the others gather
     good = [insert_rows(name=f"Good {n}") for n in range(6)]
     clash = insert_rows(uuid.UUID(existing["id"]), name="Clash")
@@ -65,23 +83,23 @@ async def test_a_write_the_database_refuses_fails_alone(pg_api: Api) -> None:
         *(gatherer.write(rows) for rows in good[3:]),
         return_exceptions=True,
     )
-    assert isinstance(outcomes[4], asyncpg.UniqueViolationError)
+    assert isinstance(outcomes[4], (asyncpg.UniqueViolationError, IntegrityError))
     assert [outcome for n, outcome in enumerate(outcomes) if n != 4] == [None] * 7
     ids = [rows.units[0]["id"] for rows in [first, *good]]
-    assert await counts(pg_api, ids) == (7, 7, 7)
-    kept = await pg_api.request("GET", f"/api/v2/units/{existing['id']}")
+    assert await counts(both_api, ids) == (7, 7, 7)
+    kept = await both_api.request("GET", f"/api/v2/units/{existing['id']}")
     assert kept.json() == existing
 
 
-async def test_updates_of_one_unit_gathered_together_all_land(pg_api: Api) -> None:
+async def test_updates_of_one_unit_gathered_together_all_land(both_api: Api) -> None:
     """Concurrent PATCHes of one unit meet in a batch, where all but one find it moved: the
     batch is rolled back, each is made again, and a moved one reads the unit again."""
-    created = await pg_api.create_unit(price=1000)
+    created = await both_api.create_unit(price=1000)
     path = f"/api/v2/units/{created['id']}"
     fields = ["name", "unitDesc", "location", "priceBase", "unitShortDesc", "city"]
     answers = await asyncio.gather(
         *(
-            pg_api.request(
+            both_api.request(
                 "PATCH",
                 path,
                 content=f'{{"{field}": "v-{field}"}}',
@@ -92,20 +110,20 @@ async def test_updates_of_one_unit_gathered_together_all_land(pg_api: Api) -> No
     )
     assert [answer.status_code for answer in answers] == [200] * len(fields)
     assert sorted(answer.json()["version"] for answer in answers) == list(range(2, 2 + len(fields)))
-    final = (await pg_api.request("GET", path)).json()
+    final = (await both_api.request("GET", path)).json()
     assert final["version"] == 1 + len(fields)
     assert all(final[field] == f"v-{field}" for field in fields)
-    history = (await pg_api.request("GET", f"{path}/history")).json()["data"]
+    history = (await both_api.request("GET", f"{path}/history")).json()["data"]
     assert [entry["version"] for entry in history] == list(range(1 + len(fields), 0, -1))
 
 
-async def test_a_stale_if_match_in_a_batch_fails_alone(pg_api: Api) -> None:
-    first = await pg_api.create_unit()
-    second = await pg_api.create_unit()
+async def test_a_stale_if_match_in_a_batch_fails_alone(both_api: Api) -> None:
+    first = await both_api.create_unit()
+    second = await both_api.create_unit()
     patch = {"content-type": "application/merge-patch+json"}
     answers = await asyncio.gather(
         *(
-            pg_api.request(
+            both_api.request(
                 "PATCH",
                 f"/api/v2/units/{unit['id']}",
                 content=f'{{"price": {1000 + n}}}',
@@ -121,8 +139,8 @@ async def test_a_stale_if_match_in_a_batch_fails_alone(pg_api: Api) -> None:
     assert statuses.count(200) == 2 and statuses.count(412) == 4
 
 
-async def test_a_create_whose_client_left_while_it_waited_is_not_written(pg_api: Api) -> None:
-    gatherer = Gatherer(pg_api.context.db, lanes=1)
+async def test_a_create_whose_client_left_while_it_waited_is_not_written(both_api: Api) -> None:
+    gatherer = Gatherer(both_api.context.db, lanes=1)
     first, left, last = insert_rows(), insert_rows(), insert_rows()
     writes = [asyncio.ensure_future(gatherer.write(rows)) for rows in (first, left, last)]
     await asyncio.sleep(0)  # all three wait for the writer, which has not begun
@@ -131,17 +149,17 @@ async def test_a_create_whose_client_left_while_it_waited_is_not_written(pg_api:
     with pytest.raises(asyncio.CancelledError):
         await writes[1]
     ids = [rows.units[0]["id"] for rows in (first, left, last)]
-    assert await counts(pg_api, ids[:1] + ids[2:]) == (2, 2, 2)
-    assert await counts(pg_api, ids[1:2]) == (0, 0, 0)
+    assert await counts(both_api, ids[:1] + ids[2:]) == (2, 2, 2)
+    assert await counts(both_api, ids[1:2]) == (0, 0, 0)
 
 
-async def test_a_write_just_after_the_writers_finished_is_written(pg_api: Api) -> None:
+async def test_a_write_just_after_the_writers_finished_is_written(both_api: Api) -> None:
     """A write that comes as the last lane's writer has found nothing more to write (its task
     not yet done) starts a writer of its own rather than waiting for one that will not come."""
-    gatherer = Gatherer(pg_api.context.db, lanes=1)
+    gatherer = Gatherer(both_api.context.db, lanes=1)
     first, second = insert_rows(), insert_rows()
     await gatherer.write(first)
     async with asyncio.timeout(10):  # in this task: the writer's task is not yet done here
         await gatherer.write(second)
     ids = [rows.units[0]["id"] for rows in (first, second)]
-    assert await counts(pg_api, ids) == (2, 2, 2)
+    assert await counts(both_api, ids) == (2, 2, 2)

@@ -1,4 +1,4 @@
-"""Single writes gathered (PostgreSQL): creates, and the updates of PUT and PATCH.
+"""Single writes gathered: creates, and the updates of PUT and PATCH.
 
 A unit's write is one statement (`changes.write_rows`), committed alone. On PostgreSQL most
 of its cost is not the rows but the statement and its commit: creates one by one took 838 us
@@ -17,6 +17,11 @@ own outcome (a moved unit is read again by its request), unless the database cou
 reached, when the outcome is the same for all. A write is answered only once its batch
 committed.
 
+On SQLite the same batch is one turn of the writer (`writer.py`): one savepoint in its shared
+transaction, and one statement per table for all its units (`changes._write_sqlite`) where
+each unit alone would run its own. A batch that fails is rolled back to its savepoint, then
+written again one write at a time, as above.
+
 Only writes of one kind and one actor go together (the statement writes one actor), and none
 with a trace context (each keeps its own). A write with an Idempotency-Key stores its answer
 in its own transaction and is not gathered.
@@ -29,6 +34,7 @@ import contextvars
 from dataclasses import dataclass, field
 
 import asyncpg  # type: ignore[import-untyped]
+from sqlalchemy.exc import IntegrityError
 
 from units_api.db import Database
 from units_api.replicas import unreachable
@@ -51,8 +57,7 @@ class _Waiting:
 
 
 class Gatherer:
-    """This process's single writes on PostgreSQL, written together when they arrive
-    together."""
+    """This process's single writes, written together when they arrive together."""
 
     def __init__(self, db: Database, most: int = MOST, lanes: int = LANES) -> None:
         self._db = db
@@ -118,9 +123,10 @@ class Gatherer:
             async with self._db.operation() as conn:
                 # Alone (no BEGIN, no COMMIT): one unit, or inserts, which cannot move.
                 await write_rows(conn, joined, last=len(batch) == 1 or joined.kind == "insert")
-        except (asyncpg.PostgresError, Moved) as error:
-            # The database refused the statement, or a unit had moved (anything else, e.g.
-            # the database out of reach or too slow, would be the same for each: everyone's).
+        except (asyncpg.PostgresError, IntegrityError, Moved) as error:
+            # The database refused the statement (PostgreSQL, or a constraint on SQLite), or
+            # a unit had moved (anything else, e.g. the database out of reach or too slow,
+            # would be the same for each: everyone's).
             if len(batch) == 1 or unreachable(error):
                 raise
         else:
