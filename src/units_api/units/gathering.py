@@ -17,10 +17,10 @@ own outcome (a moved unit is read again by its request), unless the database cou
 reached, when the outcome is the same for all. A write is answered only once its batch
 committed.
 
-On SQLite the same batch is one turn of the writer (`writer.py`): one savepoint in its shared
-transaction, and one statement per table for all its units (`changes._write_sqlite`) where
-each unit alone would run its own. A batch that fails is rolled back to its savepoint, then
-written again one write at a time, as above.
+On SQLite, where only creates are gathered (`units/router`), a batch is one turn of the
+writer (`writer.py`): one savepoint in its shared transaction, and one statement per table
+for all its units (`changes._write_sqlite`) where each unit alone would run its own. A batch
+that fails is rolled back to its savepoint, then written again one write at a time, as above.
 
 Only writes of one kind and one actor go together (the statement writes one actor), and none
 with a trace context (each keeps its own). A write with an Idempotency-Key stores its answer
