@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import REDIS_URL, Api, need_service, start_api, unit_body
+from units_api.auth import repository
+from units_api.auth.service import Authenticator
 from units_api.config import Settings
+from units_api.errors import Unauthorized
 
 
 async def test_missing_malformed_and_unknown_keys_are_401(api: Api) -> None:
@@ -166,3 +169,43 @@ async def test_rate_limit_is_shared_through_redis(database_url: str) -> None:
                 for api in (first, second, first, second, first)
             ]
     assert statuses == [404, 404, 404, 404, 429]
+
+
+async def test_a_stale_key_is_read_once_for_the_requests_that_find_it_so(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The requests that find a key's cached entry run out together wait for one read of it
+    and each get its outcome; one that leaves does not take the read from the others."""
+    reads: list[str] = []
+    by_hash = repository.by_hash
+
+    async def counted(conn: Any, digest: str) -> Any:
+        reads.append(digest)
+        return await by_hash(conn, digest)
+
+    monkeypatch.setattr(repository, "by_hash", counted)
+    authenticator = Authenticator(api.context.db, cache_seconds=0)  # every entry stale
+    header = f"Bearer {api.admin_key}"
+
+    principals = await asyncio.gather(*(authenticator.authenticate(header) for _ in range(20)))
+    assert len(reads) == 1
+    assert {principal.name for principal in principals} == {"test admin"}
+
+    outcomes = await asyncio.gather(
+        *(authenticator.authenticate("Bearer not-a-key") for _ in range(5)),
+        return_exceptions=True,
+    )
+    assert len(reads) == 2
+    assert all(isinstance(outcome, Unauthorized) for outcome in outcomes)
+
+    left = asyncio.ensure_future(authenticator.authenticate(header))
+    stays = asyncio.ensure_future(authenticator.authenticate(header))
+    await asyncio.sleep(0)  # both wait for the one read
+    left.cancel()
+    assert (await stays).name == "test admin"
+    with pytest.raises(asyncio.CancelledError):
+        await left
+    assert len(reads) == 3
+
+    await authenticator.authenticate(header)  # stale again: read again
+    assert len(reads) == 4

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from units_api.search.normalize import normalize, query_tokens, record_tokens, tokens
+from units_api.search.normalize import (
+    _CHUNKS,
+    _WORD,
+    normalize,
+    query_tokens,
+    record_tokens,
+    tokens,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,3 +71,15 @@ def test_normalising_is_idempotent(text: str) -> None:
     once = normalize(text)
     assert normalize(once) == once
     assert query_tokens(once) == query_tokens(text)
+
+
+@given(st.lists(st.text(), max_size=5))
+def test_words_are_the_same_from_the_remembered_chunks_as_made_afresh(texts: list[str]) -> None:
+    """A text's words, chunk by chunk from what was seen before, are its normalised text's
+    words; the same again once the remembered chunks are emptied, as when full."""
+    for text in texts:
+        words = tokens(text)
+        assert words == [w for chunk in text.split() for w in _WORD.findall(normalize(chunk))]
+        assert tokens(text) == words
+        _CHUNKS.clear()
+        assert tokens(text) == words

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import orjson
@@ -157,6 +159,10 @@ class Authenticator:
         self._db = db
         self._ttl = cache_seconds
         self._cache: dict[str, _Cached] = {}
+        # The loads under way, by digest: the requests that find a key's entry stale while
+        # it is being read again wait for that read (under load, every request in flight
+        # when an entry ran out read the key again, each on a connection of its own).
+        self._loading: dict[str, asyncio.Future[_Cached]] = {}
 
     async def authenticate(self, authorization: str | None) -> Principal:
         return await self.resolve(hash_secret(_bearer(authorization)))
@@ -166,7 +172,7 @@ class Authenticator:
         that hash): a 401 when it is unknown, revoked or expired."""
         entry = self._cache.get(digest)
         if entry is None or time.monotonic() - entry.loaded > self._ttl:
-            entry = await self._load(digest)
+            entry = await self._load_once(digest)
         principal = entry.principal
         now = datetime.now(UTC)
         if principal.revoked_at is not None:
@@ -178,6 +184,22 @@ class Authenticator:
             async with self._db.transaction() as conn:
                 await repository.touch(conn, principal.key_id, utcnow())
         return principal
+
+    async def _load_once(self, digest: str) -> _Cached:
+        """`_load`, shared by the callers that ask while it runs: each gets its outcome (the
+        entry, a 401, the database's error); one that is cancelled leaves it to the others."""
+        loading = self._loading.get(digest)
+        if loading is None:
+            loading = asyncio.ensure_future(self._load(digest))
+            self._loading[digest] = loading
+            loading.add_done_callback(partial(self._loaded, digest))
+        return await asyncio.shield(loading)
+
+    def _loaded(self, digest: str, loading: asyncio.Future[_Cached]) -> None:
+        if self._loading.get(digest) is loading:
+            del self._loading[digest]
+        if not loading.cancelled():
+            loading.exception()  # told to its callers; none may be left to be told
 
     async def _load(self, digest: str) -> _Cached:
         async with self._db.read() as conn:
