@@ -18,6 +18,7 @@ from sqlalchemy import (
     Subquery,
     TextClause,
     and_,
+    bindparam,
     false,
     func,
     literal,
@@ -85,6 +86,9 @@ async def fetch_change_version(conn: Connection) -> int:
 
 
 _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
+_CURRENT = select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at).where(
+    units.c.id == bindparam("unit_id")
+)
 
 
 async def fetch_current(
@@ -98,12 +102,8 @@ async def fetch_current(
         driver = await driver_connection(conn, alone=not lock)
         sql = _CURRENT_SQL + " FOR UPDATE" if lock else _CURRENT_SQL
         return await driver.fetchrow(sql, unit_id)  # type: ignore[no-any-return]
-    query = select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at).where(
-        units.c.id == unit_id
-    )
-    if lock:
-        query = query.with_for_update()
-    return (await conn.execute(query)).mappings().first()
+    # SQLite: no row locks (its writer holds the database); the statement built once.
+    return (await conn.execute(_CURRENT, {"unit_id": unit_id})).mappings().first()
 
 
 _HISTORY_COLUMNS = "SELECT id, version, at, actor, action, changes FROM unit_history"
