@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -209,3 +210,42 @@ async def test_a_stale_key_is_read_once_for_the_requests_that_find_it_so(
 
     await authenticator.authenticate(header)  # stale again: read again
     assert len(reads) == 4
+
+
+async def test_a_read_of_a_key_begun_before_it_was_revoked_keeps_nothing(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key revoked while a read of it is under way: the requests after the revocation read
+    it afresh (a 401), and the read begun before leaves nothing for the next ones."""
+    issued = await api.request(
+        "POST", "/api/v2/api-keys", json={"name": "revoked mid-read", "scopes": ["units:read"]}
+    )
+    key = issued.json()
+    header = f"Bearer {key['key']}"
+    reads: list[str] = []
+    read, held = asyncio.Event(), asyncio.Event()
+    by_hash = repository.by_hash
+
+    async def held_first(conn: Any, digest: str) -> Any:
+        row = await by_hash(conn, digest)
+        reads.append(digest)
+        if len(reads) == 1:
+            read.set()
+            await held.wait()  # read, not yet kept
+        return row
+
+    monkeypatch.setattr(repository, "by_hash", held_first)
+    authenticator = Authenticator(api.context.db, cache_seconds=60)
+    before = asyncio.ensure_future(authenticator.authenticate(header))
+    async with asyncio.timeout(10):
+        await read.wait()
+    revoked = await api.request("DELETE", f"/api/v2/api-keys/{key['id']}")
+    assert revoked.status_code == 204
+    authenticator.forget(uuid.UUID(key["id"]))  # as the revoking process's router does
+
+    with pytest.raises(Unauthorized):
+        await authenticator.authenticate(header)
+    held.set()
+    assert (await before).name == "revoked mid-read"  # it began before the revocation
+    with pytest.raises(Unauthorized):
+        await authenticator.authenticate(header)

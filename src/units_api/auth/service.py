@@ -163,6 +163,8 @@ class Authenticator:
         # it is being read again wait for that read (under load, every request in flight
         # when an entry ran out read the key again, each on a connection of its own).
         self._loading: dict[str, asyncio.Future[_Cached]] = {}
+        # Counts `forget`s: a read begun before one does not keep what it read.
+        self._forgotten = 0
 
     async def authenticate(self, authorization: str | None) -> Principal:
         return await self.resolve(hash_secret(_bearer(authorization)))
@@ -202,19 +204,26 @@ class Authenticator:
             loading.exception()  # told to its callers; none may be left to be told
 
     async def _load(self, digest: str) -> _Cached:
+        forgotten = self._forgotten
         async with self._db.read() as conn:
             row = await repository.by_hash(conn, digest)
         if row is None or not same_hash(row["secret_hash"], digest):
             self._cache.pop(digest, None)
             raise Unauthorized("The API key is not valid.")
         entry = _Cached(_principal(row), digest, time.monotonic(), row["last_used_at"])
-        self._cache[digest] = entry
+        if forgotten == self._forgotten:
+            self._cache[digest] = entry
         return entry
 
     def forget(self, key_id: uuid.UUID) -> None:
+        """Read `key_id` again from now on (it was revoked or changed): its entry is dropped,
+        and the requests that come next read it afresh rather than wait for a read begun
+        before, which keeps nothing."""
         for digest, entry in list(self._cache.items()):
             if entry.principal.key_id == key_id:
                 del self._cache[digest]
+        self._forgotten += 1
+        self._loading.clear()
 
 
 def _bearer(authorization: str | None) -> str:
