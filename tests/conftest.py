@@ -303,17 +303,21 @@ async def api(settings: Settings) -> AsyncIterator[Api]:
         yield instance
 
 
-@pytest.fixture
-async def pg_api(postgres_url: str, files_dir: str) -> AsyncIterator[Api]:
-    """For behaviour only PostgreSQL has (row locks under real concurrency)."""
-    settings = Settings(
-        database_url=postgres_url,
+def roomy_settings(database_url: str, files_dir: str) -> Settings:
+    """An app's settings with connections enough for many concurrent requests."""
+    return Settings(
+        database_url=database_url,
         access_log=False,
         db_pool_size=20,
         files_dir=files_dir,
         dashboards_copy=False,
     )
-    async for instance in start_api(settings):
+
+
+@pytest.fixture
+async def pg_api(postgres_url: str, files_dir: str) -> AsyncIterator[Api]:
+    """For behaviour only PostgreSQL has (row locks under real concurrency)."""
+    async for instance in start_api(roomy_settings(postgres_url, files_dir)):
         yield instance
 
 

@@ -13,8 +13,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.conftest import Api, start_api, unit_body
-from units_api.config import Settings
+from tests.conftest import Api, roomy_settings, start_api, unit_body
 from units_api.events.tables import events
 from units_api.units import changes
 from units_api.units.gathering import Gatherer
@@ -29,14 +28,7 @@ ACTOR = {"type": "apiKey", "id": "gathering"}
 async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
     """An app with enough connections for its concurrent requests, on each database (on
     SQLite with the writer a server has, whose turns the gathered batches take)."""
-    settings = Settings(
-        database_url=database_url,
-        access_log=False,
-        db_pool_size=20,
-        files_dir=files_dir,
-        dashboards_copy=False,
-    )
-    async for instance in start_api(settings):
+    async for instance in start_api(roomy_settings(database_url, files_dir)):
         yield instance
 
 
