@@ -33,7 +33,7 @@ from units_api.filters.geo import sqlite_distance, sqlite_inside
 from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
-from units_api.writer import Writer
+from units_api.writer import InlineReads, Writer
 
 T = TypeVar("T")
 
@@ -373,8 +373,10 @@ class Database:
         self.fast_pool: asyncpg.Pool | None = None
         self.replicas: ReplicaSet | None = None
         self.on_events: list[Callable[[], None]] = []
-        # SQLite in a server process: the one writer its write transactions go through.
+        # SQLite in a server process: the one writer its write transactions go through, and
+        # the reads by key its gathered updates make on the loop's thread.
         self.writer: Writer | None = None
+        self.inline_reads: InlineReads | None = None
 
     def open_writer(self, max_batch: int | None = None) -> None:
         """SQLite: from now on, this process's write transactions take turns in shared
@@ -384,6 +386,9 @@ class Database:
             return
         self.writer = Writer(self.engine, max_batch)
         self.writer.start()
+        path = self.engine.url.database
+        if path and path != ":memory:" and not self.engine.url.query.get("uri"):
+            self.inline_reads = InlineReads(path)
 
     def _asyncpg_dsn(self) -> str:
         return dburls.driver_dsn(self.engine.url)
@@ -625,6 +630,9 @@ class Database:
         if self.writer is not None:
             await self.writer.close()
             self.writer = None
+        if self.inline_reads is not None:
+            self.inline_reads.close()
+            self.inline_reads = None
         if self.outage is not None:
             await self.outage.close()
         if self.replicas is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg  # type: ignore[import-untyped]
@@ -15,11 +16,12 @@ from sqlalchemy.exc import IntegrityError
 
 from tests.conftest import Api, roomy_settings, start_api, unit_body
 from units_api.events.tables import events
-from units_api.units import changes
+from units_api.units import changes, repository
 from units_api.units.gathering import Gatherer
-from units_api.units.record import UnitRecord
+from units_api.units.record import UnitRecord, diff
 from units_api.units.tables import unit_history, units
 from units_api.units.validation import validate_unit
+from units_api.writer import UNREAD, InlineReads
 
 ACTOR = {"type": "apiKey", "id": "gathering"}
 
@@ -155,3 +157,95 @@ async def test_a_write_just_after_the_writers_finished_is_written(both_api: Api)
         await gatherer.write(second)
     ids = [rows.units[0]["id"] for rows in (first, second)]
     assert await counts(both_api, ids) == (2, 2, 2)
+
+
+async def test_a_unit_read_on_the_loops_thread_is_the_unit_read_on_a_connection(
+    api: Api, tmp_path: Path
+) -> None:
+    """SQLite: a gathered update's read (`writer.InlineReads`) gives what a pooled connection's
+    read gives; one that cannot be made there is made on a pooled connection instead."""
+    db = api.context.db
+    if db.dialect != "sqlite":
+        assert db.inline_reads is None
+        return
+    assert db.inline_reads is not None
+    created = await api.create_unit(price=1234)
+    unit_id = uuid.UUID(created["id"])
+    async with db.read() as conn:
+        pooled = await repository.fetch_current(conn, unit_id, lock=False)
+    assert pooled is not None
+    inline = await repository.fetch_current_unlocked(db, unit_id)
+    assert inline == dict(pooled)
+    assert inline["created_at"].tzinfo is not None
+    assert await repository.fetch_current_unlocked(db, uuid.uuid4()) is None
+
+    not_a_database = tmp_path / "not-a-database"
+    not_a_database.write_bytes(b"x" * 4096)
+    unreadable = InlineReads(str(not_a_database))
+    assert unreadable.first("SELECT count(*) FROM units", ()) is UNREAD
+    kept, db.inline_reads = db.inline_reads, unreadable
+    try:
+        assert await repository.fetch_current_unlocked(db, unit_id) == inline
+        patched = await api.request(
+            "PATCH",
+            f"/api/v2/units/{unit_id}",
+            content='{"price": 4321}',
+            headers={"content-type": "application/merge-patch+json"},
+        )
+        assert patched.status_code == 200 and patched.json()["price"] == 4321
+    finally:
+        db.inline_reads = kept
+
+
+async def update_rows(api: Api, unit_id: uuid.UUID, price: int) -> changes.Rows:
+    """A PATCH of the unit's price as a request makes it: read, then changed."""
+    row = await repository.fetch_current_unlocked(api.context.db, unit_id)
+    assert row is not None
+    record = UnitRecord.from_row(unit_id, row)
+    before = record.fields
+    record.fields = {**before, "price": price}
+    change = changes.Change(
+        record, "patch", "unit.updated", diff(before, record.fields), search=False
+    )
+    return changes.prepare("update", [change], ACTOR)
+
+
+async def test_updates_that_would_move_nothing_fail_alone_in_a_batch(both_api: Api) -> None:
+    """In one batch: an update read before its unit moved on, and two of one unit read at the
+    same version. Each of those finds its unit moved (its request reads it again); the first
+    of the two and the others are written."""
+    units_made = [await both_api.create_unit(price=100) for _ in range(4)]
+    first, stale, twice, good = (uuid.UUID(unit["id"]) for unit in units_made)
+    stale_rows = await update_rows(both_api, stale, 200)
+    moved_on = await both_api.request(
+        "PATCH",
+        f"/api/v2/units/{stale}",
+        content='{"price": 150}',
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert moved_on.status_code == 200
+    gatherer = Gatherer(both_api.context.db, lanes=1)
+    writes = [
+        await update_rows(both_api, first, 201),  # written alone while the others gather
+        stale_rows,
+        await update_rows(both_api, twice, 202),
+        await update_rows(both_api, twice, 203),
+        await update_rows(both_api, good, 204),
+    ]
+    outcomes = await asyncio.gather(
+        *(gatherer.write(rows) for rows in writes), return_exceptions=True
+    )
+    assert [type(outcome).__name__ for outcome in outcomes] == [
+        "NoneType",
+        "Moved",
+        "NoneType",
+        "Moved",
+        "NoneType",
+    ]
+    prices = {}
+    for unit_id in (first, stale, twice, good):
+        got = (await both_api.request("GET", f"/api/v2/units/{unit_id}")).json()
+        prices[unit_id] = (got["price"], got["version"])
+    assert prices == {first: (201, 2), stale: (150, 2), twice: (202, 2), good: (204, 2)}
+    history = (await both_api.request("GET", f"/api/v2/units/{twice}/history")).json()["data"]
+    assert [entry["version"] for entry in history] == [2, 1]

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg  # type: ignore[import-untyped]
-from sqlalchemy import bindparam, delete, text, update
+from sqlalchemy import bindparam, delete, select, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -440,6 +440,27 @@ async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid
     ]
     if located:
         await conn.execute(_POINT_INSERT, located)
+
+
+_VERSIONS = select(units.c.id, units.c.version).where(
+    units.c.id.in_(bindparam("ids", expanding=True))
+)
+
+
+async def moved_sqlite(conn: AsyncConnection, batches: Sequence[Rows]) -> list[int]:
+    """SQLite, within the writer's turn (which no other write can enter): of these updates of
+    one unit each, those that would find their unit moved on (`Moved`), by their place: its
+    version is no longer the one read, or an earlier one here updates it too."""
+    ids = [rows.units[0]["id"] for rows in batches]
+    stored = {unit_id: version for unit_id, version in await conn.execute(_VERSIONS, {"ids": ids})}
+    moved: list[int] = []
+    seen: set[uuid.UUID] = set()
+    for place, rows in enumerate(batches):
+        unit = rows.units[0]
+        if unit["id"] in seen or stored.get(unit["id"]) != unit["version"] - 1:
+            moved.append(place)
+        seen.add(unit["id"])
+    return moved
 
 
 async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:

@@ -17,10 +17,15 @@ own outcome (a moved unit is read again by its request), unless the database cou
 reached, when the outcome is the same for all. A write is answered only once its batch
 committed.
 
-On SQLite, where only creates are gathered (`units/router`), a batch is one turn of the
-writer (`writer.py`): one savepoint in its shared transaction, and one statement per table
-for all its units (`changes._write_sqlite`) where each unit alone would run its own. A batch
-that fails is rolled back to its savepoint, then written again one write at a time, as above.
+On SQLite a batch is one turn of the writer (`writer.py`): one savepoint in its shared
+transaction, and one statement per table for all its units (`changes._write_sqlite`) where
+each unit alone would run its own. As the turn holds the database, a batch of updates first
+looks up which would move nothing (`changes.moved_sqlite`: the unit moved on since it was
+read, or updated by an earlier write of the batch): those are told `Moved` at once, and the
+others written together. A batch that fails is rolled back to its savepoint, then written
+again one write at a time, as above. An update's read is made on the loop's thread there
+(`writer.InlineReads`): on a pooled connection, through the driver's thread, it cost a
+gathered PATCH more than gathering saved.
 
 Only writes of one kind and one actor go together (the statement writes one actor), and none
 with a trace context (each keeps its own). A write with an Idempotency-Key stores its answer
@@ -35,10 +40,11 @@ from dataclasses import dataclass, field
 
 import asyncpg  # type: ignore[import-untyped]
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.db import Database
 from units_api.replicas import unreachable
-from units_api.units.changes import Moved, Rows, write_rows
+from units_api.units.changes import Moved, Rows, moved_sqlite, write_rows
 
 # Creates written in one statement at most (the array form's cost per unit stops falling
 # well before; `changes.COPY_FROM` is where COPY would take over).
@@ -121,6 +127,23 @@ class Gatherer:
         joined = _joined([waiting.rows for waiting in batch])
         try:
             async with self._db.operation() as conn:
+                if (
+                    isinstance(conn, AsyncConnection)
+                    and conn.dialect.name == "sqlite"
+                    and joined.kind == "update"
+                    and len(batch) > 1
+                ):
+                    # The updates that would move nothing are told so at once (SQLite's write
+                    # transaction holds the database: nothing else moves a unit meanwhile), and
+                    # the others written together, rather than the batch rolled back and each
+                    # written alone.
+                    moved = await moved_sqlite(conn, [waiting.rows for waiting in batch])
+                    for place in moved:
+                        _tell([batch[place]], Moved())
+                    batch = [w for place, w in enumerate(batch) if place not in moved]
+                    if not batch:
+                        return
+                    joined = _joined([waiting.rows for waiting in batch])
                 # Alone (no BEGIN, no COMMIT): one unit, or inserts, which cannot move.
                 await write_rows(conn, joined, last=len(batch) == 1 or joined.kind == "insert")
         except (asyncpg.PostgresError, IntegrityError, Moved) as error:

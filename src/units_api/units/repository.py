@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from types import MappingProxyType
 from typing import Any
 
@@ -30,11 +31,11 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects.postgresql import asyncpg as postgresql_asyncpg
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.engine import Dialect, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.clock import utcnow
-from units_api.db import Connection, UTCDateTime, driver_connection
+from units_api.db import Connection, Database, UTCDateTime, driver_connection
 from units_api.events.tables import event_positions, events, feed_positions
 from units_api.search.normalize import Words
 from units_api.search.plan import Page
@@ -42,6 +43,7 @@ from units_api.search.rank import Tier, ranked_matches
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
+from units_api.writer import Unread
 
 _FETCH_DOC_SQL = "SELECT doc, version FROM units WHERE id = $1"
 
@@ -89,6 +91,39 @@ _CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id 
 _CURRENT = select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at).where(
     units.c.id == bindparam("unit_id")
 )
+
+
+# SQLite's read of a unit to update on the loop's thread (`writer.InlineReads`): its
+# statement, the id's parameter and the columns' values made by the columns' own types.
+_CURRENT_INLINE_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = ?"
+_CURRENT_COLUMNS = (units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
+
+
+@cache
+def _current_processors(dialect: Dialect) -> tuple[Any, list[Any]]:
+    return units.c.id.type.dialect_impl(dialect).bind_processor(dialect), [
+        column.type.dialect_impl(dialect).result_processor(dialect, None)
+        for column in _CURRENT_COLUMNS
+    ]
+
+
+async def fetch_current_unlocked(db: Database, unit_id: uuid.UUID) -> Mapping[Any, Any] | None:
+    """The current record, read without a lock and outside any transaction: on SQLite in a
+    server process on the loop's thread (`Database.inline_reads`), otherwise on a connection
+    of its own (`Database.fast_read`)."""
+    reads = db.inline_reads
+    if reads is not None:
+        bind, results = _current_processors(db.engine.dialect)
+        row = reads.first(_CURRENT_INLINE_SQL, (bind(unit_id) if bind else unit_id,))
+        if row is None:
+            return None
+        if not isinstance(row, Unread):
+            values = (
+                made(value) if made else value for made, value in zip(results, row, strict=True)
+            )
+            return dict(zip(("doc", "version", "created_at", "updated_at"), values, strict=True))
+    async with db.fast_read() as conn:
+        return await fetch_current(conn, unit_id, lock=False)
 
 
 async def fetch_current(

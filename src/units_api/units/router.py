@@ -375,10 +375,7 @@ async def _update(
     expected = if_match(request.headers)
     body = await read_json(request, context.settings.max_body_bytes, media_types)
     vocabularies = context.settings.vocabularies
-    # On SQLite an update reads its unit under the writer's turn, on the loop's thread; gathered,
-    # it would read on a pooled connection, through the driver's thread, which cost more than
-    # gathering saved (bench/README.md): only its creates are gathered.
-    if context.writes is not None and not tracing.on and context.db.dialect == "postgresql":
+    if context.writes is not None and not tracing.on:
         where = service.Gathered(context.db, context.writes)
         written = await apply(where, unit_id, body.value, expected, principal, vocabularies)
         return _unit_response(written)

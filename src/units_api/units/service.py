@@ -142,7 +142,13 @@ async def _read(
     conn: Connection, unit_id: uuid.UUID, if_match: str | None, who: Caller, lock: bool
 ) -> UnitRecord:
     """The unit as the caller may see it; with `lock`, locked until the transaction ends."""
-    row = await repository.fetch_current(conn, unit_id, lock)
+    return _readable(await repository.fetch_current(conn, unit_id, lock), unit_id, if_match, who)
+
+
+def _readable(
+    row: Mapping[Any, Any] | None, unit_id: uuid.UUID, if_match: str | None, who: Caller
+) -> UnitRecord:
+    """The unit read as `row`, as the caller may see it."""
     admit = _admit(who)
     record = None if row is None else UnitRecord.from_row(unit_id, row)
     if record is None or (admit is not None and not admit(record.document())):
@@ -214,8 +220,8 @@ async def _update_gathered(
     new_fields: Callable[[UnitRecord], dict[str, Any]],
 ) -> Written:
     for _ in _OPTIMISTIC[:-1]:
-        async with db.fast_read() as conn:
-            record = await _read(conn, unit_id, if_match, who, lock=False)
+        row = await repository.fetch_current_unlocked(db, unit_id)
+        record = _readable(row, unit_id, if_match, who)
         change = _updated(record, new_fields(record), action)
         if change is None:
             return Written(record.id, record.version, record.render())
