@@ -8,6 +8,7 @@ read replicas through `Database.run_on_replica` (which replica is in use: `repli
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from contextvars import ContextVar
@@ -388,7 +389,8 @@ class Database:
         self.writer.start()
         path = self.engine.url.database
         if path and path != ":memory:" and not self.engine.url.query.get("uri"):
-            self.inline_reads = InlineReads(path)
+            # Where the engine's connections open it, whatever the working directory becomes.
+            self.inline_reads = InlineReads(os.path.abspath(path))
 
     def _asyncpg_dsn(self) -> str:
         return dburls.driver_dsn(self.engine.url)

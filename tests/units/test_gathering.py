@@ -249,3 +249,29 @@ async def test_updates_that_would_move_nothing_fail_alone_in_a_batch(both_api: A
     assert prices == {first: (201, 2), stale: (150, 2), twice: (202, 2), good: (204, 2)}
     history = (await both_api.request("GET", f"/api/v2/units/{twice}/history")).json()["data"]
     assert [entry["version"] for entry in history] == [2, 1]
+
+
+async def test_of_two_updates_of_a_unit_the_current_one_lands_after_a_stale_one(
+    both_api: Api,
+) -> None:
+    """A stale update of a unit, then one read at its current version, in one batch: the stale
+    one finds it moved; the current one is written, as it would have been alone."""
+    made = [await both_api.create_unit(price=100) for _ in range(2)]
+    first, unit = (uuid.UUID(one["id"]) for one in made)
+    stale = await update_rows(both_api, unit, 300)
+    moved_on = await both_api.request(
+        "PATCH",
+        f"/api/v2/units/{unit}",
+        content='{"price": 200}',
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert moved_on.status_code == 200
+    current = await update_rows(both_api, unit, 400)
+    gatherer = Gatherer(both_api.context.db, lanes=1)
+    writes = [await update_rows(both_api, first, 101), stale, current]
+    outcomes = await asyncio.gather(
+        *(gatherer.write(rows) for rows in writes), return_exceptions=True
+    )
+    assert [type(outcome).__name__ for outcome in outcomes] == ["NoneType", "Moved", "NoneType"]
+    got = (await both_api.request("GET", f"/api/v2/units/{unit}")).json()
+    assert (got["price"], got["version"]) == (400, 3)

@@ -450,7 +450,8 @@ _VERSIONS = select(units.c.id, units.c.version).where(
 async def moved_sqlite(conn: AsyncConnection, batches: Sequence[Rows]) -> list[int]:
     """SQLite, within the writer's turn (which no other write can enter): of these updates of
     one unit each, those that would find their unit moved on (`Moved`), by their place: its
-    version is no longer the one read, or an earlier one here updates it too."""
+    version is no longer the one read, or an earlier one here that is written updates it
+    too."""
     ids = [rows.units[0]["id"] for rows in batches]
     stored = {unit_id: version for unit_id, version in await conn.execute(_VERSIONS, {"ids": ids})}
     moved: list[int] = []
@@ -459,7 +460,8 @@ async def moved_sqlite(conn: AsyncConnection, batches: Sequence[Rows]) -> list[i
         unit = rows.units[0]
         if unit["id"] in seen or stored.get(unit["id"]) != unit["version"] - 1:
             moved.append(place)
-        seen.add(unit["id"])
+        else:
+            seen.add(unit["id"])  # written: a later update of it would find it moved
     return moved
 
 

@@ -21,11 +21,11 @@ On SQLite a batch is one turn of the writer (`writer.py`): one savepoint in its 
 transaction, and one statement per table for all its units (`changes._write_sqlite`) where
 each unit alone would run its own. As the turn holds the database, a batch of updates first
 looks up which would move nothing (`changes.moved_sqlite`: the unit moved on since it was
-read, or updated by an earlier write of the batch): those are told `Moved` at once, and the
-others written together. A batch that fails is rolled back to its savepoint, then written
-again one write at a time, as above. An update's read is made on the loop's thread there
-(`writer.InlineReads`): on a pooled connection, through the driver's thread, it cost a
-gathered PATCH more than gathering saved.
+read, or updated by an earlier write of the batch): those are left out, and told `Moved` once
+the others are written together and committed. A batch that fails is rolled back to its
+savepoint, then written again one write at a time, as above. An update's read is made on the
+loop's thread there (`writer.InlineReads`): on a pooled connection, through the driver's
+thread, it cost a gathered PATCH more than gathering saved.
 
 Only writes of one kind and one actor go together (the statement writes one actor), and none
 with a trace context (each keeps its own). A write with an Idempotency-Key stores its answer
@@ -124,6 +124,19 @@ class Gatherer:
         batch = [waiting for waiting in batch if not waiting.done.cancelled()]
         if not batch:
             return
+        moved: list[_Waiting] = []
+        try:
+            await self._write_batch(batch, moved)
+        finally:
+            # Told once the others are committed (or failed): a request told sooner would
+            # read its unit again before the write that moved it was committed, and find it
+            # moved once more.
+            for waiting in moved:
+                _tell([waiting], Moved())
+
+    async def _write_batch(self, batch: list[_Waiting], moved: list[_Waiting]) -> None:
+        """`batch` written together, or each alone if the database refused it; on SQLite the
+        updates that would move nothing are left out, into `moved`."""
         joined = _joined([waiting.rows for waiting in batch])
         try:
             async with self._db.operation() as conn:
@@ -133,14 +146,13 @@ class Gatherer:
                     and joined.kind == "update"
                     and len(batch) > 1
                 ):
-                    # The updates that would move nothing are told so at once (SQLite's write
+                    # The updates that would move nothing are left out (SQLite's write
                     # transaction holds the database: nothing else moves a unit meanwhile), and
                     # the others written together, rather than the batch rolled back and each
                     # written alone.
-                    moved = await moved_sqlite(conn, [waiting.rows for waiting in batch])
-                    for place in moved:
-                        _tell([batch[place]], Moved())
-                    batch = [w for place, w in enumerate(batch) if place not in moved]
+                    places = set(await moved_sqlite(conn, [w.rows for w in batch]))
+                    moved += [w for place, w in enumerate(batch) if place in places]
+                    batch = [w for place, w in enumerate(batch) if place not in places]
                     if not batch:
                         return
                     joined = _joined([waiting.rows for waiting in batch])
