@@ -210,20 +210,26 @@ async def update_rows(api: Api, unit_id: uuid.UUID, price: int) -> changes.Rows:
     return changes.prepare("update", [change], ACTOR)
 
 
+async def stale_update(api: Api, unit_id: uuid.UUID, price: int, moved_to: int) -> changes.Rows:
+    """`update_rows`, made before the unit moved on: a PATCH to `moved_to` written after."""
+    stale = await update_rows(api, unit_id, price)
+    moved_on = await api.request(
+        "PATCH",
+        f"/api/v2/units/{unit_id}",
+        content=f'{{"price": {moved_to}}}',
+        headers={"content-type": "application/merge-patch+json"},
+    )
+    assert moved_on.status_code == 200
+    return stale
+
+
 async def test_updates_that_would_move_nothing_fail_alone_in_a_batch(both_api: Api) -> None:
     """In one batch: an update read before its unit moved on, and two of one unit read at the
     same version. Each of those finds its unit moved (its request reads it again); the first
     of the two and the others are written."""
     units_made = [await both_api.create_unit(price=100) for _ in range(4)]
     first, stale, twice, good = (uuid.UUID(unit["id"]) for unit in units_made)
-    stale_rows = await update_rows(both_api, stale, 200)
-    moved_on = await both_api.request(
-        "PATCH",
-        f"/api/v2/units/{stale}",
-        content='{"price": 150}',
-        headers={"content-type": "application/merge-patch+json"},
-    )
-    assert moved_on.status_code == 200
+    stale_rows = await stale_update(both_api, stale, 200, moved_to=150)
     gatherer = Gatherer(both_api.context.db, lanes=1)
     writes = [
         await update_rows(both_api, first, 201),  # written alone while the others gather
@@ -258,14 +264,7 @@ async def test_of_two_updates_of_a_unit_the_current_one_lands_after_a_stale_one(
     one finds it moved; the current one is written, as it would have been alone."""
     made = [await both_api.create_unit(price=100) for _ in range(2)]
     first, unit = (uuid.UUID(one["id"]) for one in made)
-    stale = await update_rows(both_api, unit, 300)
-    moved_on = await both_api.request(
-        "PATCH",
-        f"/api/v2/units/{unit}",
-        content='{"price": 200}',
-        headers={"content-type": "application/merge-patch+json"},
-    )
-    assert moved_on.status_code == 200
+    stale = await stale_update(both_api, unit, 300, moved_to=200)
     current = await update_rows(both_api, unit, 400)
     gatherer = Gatherer(both_api.context.db, lanes=1)
     writes = [await update_rows(both_api, first, 101), stale, current]
