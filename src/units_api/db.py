@@ -31,10 +31,11 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from units_api import dburls, metrics, tracing
 from units_api.errors import DatabaseUnavailable, StorageFull, StorageUnavailable
 from units_api.filters.geo import sqlite_distance, sqlite_inside
+from units_api.inline_reads import InlineReads
 from units_api.outage import Outage
 from units_api.replicas import CHECK_TIMEOUT, Replica, ReplicaSet, refuse_unusable, unreachable
 from units_api.search.words import sqlite_relevance, sqlite_search_key
-from units_api.writer import InlineReads, Writer
+from units_api.writer import Writer
 
 T = TypeVar("T")
 

@@ -16,12 +16,12 @@ from sqlalchemy.exc import IntegrityError
 
 from tests.conftest import Api, roomy_settings, start_api, unit_body
 from units_api.events.tables import events
+from units_api.inline_reads import UNREAD, InlineReads
 from units_api.units import changes, repository
 from units_api.units.gathering import Gatherer
 from units_api.units.record import UnitRecord, diff
 from units_api.units.tables import unit_history, units
 from units_api.units.validation import validate_unit
-from units_api.writer import UNREAD, InlineReads
 
 ACTOR = {"type": "apiKey", "id": "gathering"}
 
@@ -162,7 +162,7 @@ async def test_a_write_just_after_the_writers_finished_is_written(both_api: Api)
 async def test_a_unit_read_on_the_loops_thread_is_the_unit_read_on_a_connection(
     api: Api, tmp_path: Path
 ) -> None:
-    """SQLite: a gathered update's read (`writer.InlineReads`) gives what a pooled connection's
+    """SQLite: a gathered update's read (`inline_reads.py`) gives what a pooled connection's
     read gives; one that cannot be made there is made on a pooled connection instead."""
     db = api.context.db
     if db.dialect != "sqlite":

@@ -24,7 +24,7 @@ looks up which would move nothing (`changes.moved_sqlite`: the unit moved on sin
 read, or updated by an earlier write of the batch): those are left out, and told `Moved` once
 the others are written together and committed. A batch that fails is rolled back to its
 savepoint, then written again one write at a time, as above. An update's read is made on the
-loop's thread there (`writer.InlineReads`): on a pooled connection, through the driver's
+loop's thread there (`inline_reads.py`): on a pooled connection, through the driver's
 thread, it cost a gathered PATCH more than gathering saved.
 
 Only writes of one kind and one actor go together (the statement writes one actor), and none

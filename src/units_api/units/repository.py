@@ -37,13 +37,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from units_api.clock import utcnow
 from units_api.db import Connection, Database, UTCDateTime, driver_connection
 from units_api.events.tables import event_positions, events, feed_positions
+from units_api.inline_reads import Unread
 from units_api.search.normalize import Words
 from units_api.search.plan import Page
 from units_api.search.rank import Tier, ranked_matches
 from units_api.units.counting import CHANGE_VERSION
 from units_api.units.fields import NOT_NULL_SORT_FIELDS, SORTABLE, TEXT_SORT_FIELDS, SortKey
 from units_api.units.tables import unit_history, units
-from units_api.writer import Unread
 
 _FETCH_DOC_SQL = "SELECT doc, version FROM units WHERE id = $1"
 
@@ -93,7 +93,7 @@ _CURRENT = select(units.c.doc, units.c.version, units.c.created_at, units.c.upda
 )
 
 
-# SQLite's read of a unit to update on the loop's thread (`writer.InlineReads`): its
+# SQLite's read of a unit to update on the loop's thread (`inline_reads.py`): its
 # statement, the id's parameter and the columns' values made by the columns' own types.
 _CURRENT_INLINE_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = ?"
 _CURRENT_COLUMNS = (units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
