@@ -87,16 +87,13 @@ async def fetch_change_version(conn: Connection) -> int:
     return int(await driver.fetchval(_CHANGE_VERSION_SQL))
 
 
-_CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
-_CURRENT = select(units.c.doc, units.c.version, units.c.created_at, units.c.updated_at).where(
-    units.c.id == bindparam("unit_id")
-)
-
-
-# SQLite's read of a unit to update on the loop's thread (`inline_reads.py`): its
-# statement, the id's parameter and the columns' values made by the columns' own types.
-_CURRENT_INLINE_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = ?"
+# A unit's current record: PostgreSQL's statement on the driver, SQLite's through SQLAlchemy,
+# and SQLite's on the loop's thread (`inline_reads.py`), its values made by the columns' types.
 _CURRENT_COLUMNS = (units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
+_CURRENT_NAMES = tuple(column.name for column in _CURRENT_COLUMNS)
+_CURRENT_SQL = "SELECT doc, version, created_at, updated_at FROM units WHERE id = $1"
+_CURRENT_INLINE_SQL = _CURRENT_SQL.replace("$1", "?")
+_CURRENT = select(*_CURRENT_COLUMNS).where(units.c.id == bindparam("unit_id"))
 
 
 @cache
@@ -121,7 +118,7 @@ async def fetch_current_unlocked(db: Database, unit_id: uuid.UUID) -> Mapping[An
             values = (
                 made(value) if made else value for made, value in zip(results, row, strict=True)
             )
-            return dict(zip(("doc", "version", "created_at", "updated_at"), values, strict=True))
+            return dict(zip(_CURRENT_NAMES, values, strict=True))
     async with db.fast_read() as conn:
         return await fetch_current(conn, unit_id, lock=False)
 

@@ -173,8 +173,8 @@ _OPTIMISTIC = (False, False, True)
 @dataclass(slots=True)
 class Gathered:
     """Where a PUT or PATCH runs when its write is gathered with others: its reads each on a
-    connection of their own, its write by `gatherer`; a unit that moved on twice is then
-    updated under a lock, alone."""
+    connection of their own (SQLite: on the loop's thread, `inline_reads.py`), its write by
+    `gatherer`; a unit that moved on twice is then updated under a lock, alone."""
 
     db: Database
     gatherer: Gatherer
