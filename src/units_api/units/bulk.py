@@ -135,7 +135,16 @@ async def _write(
     batch = []
     for _, base, fields, diffs in planned:
         record = replace(base, fields=fields)
-        batch.append(changes.Change(record, "bulk", "unit.updated", diffs, touches_search(diffs)))
+        batch.append(
+            changes.Change(
+                record,
+                "bulk",
+                "unit.updated",
+                diffs,
+                touches_search(diffs),
+                touched=frozenset(diffs),
+            )
+        )
     await changes.write(conn, "update", batch, who.actor)
     return {
         item.index: change.record.version for (item, *_), change in zip(planned, batch, strict=True)

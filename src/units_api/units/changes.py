@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -47,7 +47,7 @@ from units_api.search.words import (
     search_rowid,
     signature,
 )
-from units_api.units.record import UnitRecord, actor_text, creation_changes
+from units_api.units.record import UnitRecord, actor_text, columns_of, creation_changes
 from units_api.units.tables import COUNTER_SHARDS, unit_counters, unit_history, units
 
 Kind = Literal["insert", "update", "delete"]
@@ -70,6 +70,9 @@ class Change:
     changes: dict[str, Any]  # field-level diff, as history and the event show it
     search: bool = True  # whether its searchable text changed (its words are rewritten)
     doc: str = ""  # set by the writer: the record as the event carries it
+    # An update of these editable fields alone, its publishing and availability as they were
+    # (the fields of `changes`): SQLite writes only their columns. None: any column may change.
+    touched: frozenset[str] | None = None
 
 
 def created(record: UnitRecord, action: str = "create") -> Change:
@@ -92,6 +95,9 @@ class Rows:
     words: list[tuple[uuid.UUID, datetime, IndexedText]]
     deleted_docs: list[str]  # a delete's records as they were
     trace_context: str | None = None  # the writer's traceparent, kept with its events
+    # An update's columns that can differ from what is stored, by unit (None: every column):
+    # SQLite sets no other (`record.columns_of`).
+    columns: list[tuple[str, ...] | None] = field(default_factory=list)
 
 
 def prepare(
@@ -117,6 +123,8 @@ def prepare(
             columns = record.columns()
             doc = columns["doc"]
             rows.units.append({"id": record.id, "created_at": record.created_at, **columns})
+        if kind == "update":
+            rows.columns.append(None if change.touched is None else columns_of(change.touched))
         change.doc = doc
         changes = dumps_plain(change.changes).decode()
         data = '{"unit":' + doc + (',"changes":' + changes if kind == "update" else "") + "}"
@@ -425,8 +433,33 @@ _POINT_INSERT = text(
 )
 
 
+def _written_columns(rows: Rows) -> list[tuple[str, ...] | None]:
+    """Of an update, the columns set by unit (None: every column)."""
+    if len(rows.columns) == len(rows.units):
+        return rows.columns
+    return [None] * len(rows.units)
+
+
+def _updates(rows: Rows) -> list[list[dict[str, Any]]]:
+    """An update's parameters, a list for each set of columns written: one statement each."""
+    groups: dict[tuple[str, ...] | None, list[dict[str, Any]]] = {}
+    for row, names in zip(rows.units, _written_columns(rows), strict=True):
+        if names is None:
+            values = {name: value for name, value in row.items() if name not in _KEYS}
+        else:
+            values = {name: row[name] for name in names}
+        values["unit_id"], values["read_version"] = row["id"], row["version"] - 1
+        groups.setdefault(names, []).append(values)
+    return list(groups.values())
+
+
 async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid.UUID]) -> None:
-    if rows.kind != "insert":
+    placed = rows.units
+    if rows.kind == "update":  # those whose point may have moved
+        written = _written_columns(rows)
+        placed = [row for row, names in zip(placed, written, strict=True) if _moves(names)]
+        ids = [row["id"] for row in placed]
+    if rows.kind != "insert" and ids:
         await conn.execute(_POINT_DELETE, [{"rowid": search_rowid(i)} for i in ids])
     located = [
         {
@@ -435,11 +468,15 @@ async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid
             "lng": row["lng"],
             "lat": row["lat"],
         }
-        for row in rows.units
+        for row in placed
         if row["lng"] is not None
     ]
     if located:
         await conn.execute(_POINT_INSERT, located)
+
+
+def _moves(names: tuple[str, ...] | None) -> bool:
+    return names is None or "lng" in names
 
 
 _VERSIONS = select(units.c.id, units.c.version).where(
@@ -470,15 +507,10 @@ async def _write_sqlite(conn: AsyncConnection, rows: Rows) -> None:
     if rows.kind == "insert":
         await conn.execute(_INSERT_UNIT, rows.units)
     elif rows.kind == "update":
-        result = await conn.execute(
-            _UPDATE_UNIT,
-            [
-                {name: value for name, value in row.items() if name not in _KEYS}
-                | {"unit_id": row["id"], "read_version": row["version"] - 1}
-                for row in rows.units
-            ],
-        )
-        if result.rowcount != len(rows.units):
+        written = 0
+        for updates in _updates(rows):
+            written += (await conn.execute(_UPDATE_UNIT, updates)).rowcount
+        if written != len(rows.units):
             raise Moved
     else:
         await conn.execute(_DELETE_UNIT, [{"unit_id": unit_id} for unit_id in ids])

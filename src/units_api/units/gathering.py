@@ -197,4 +197,5 @@ def _joined(parts: list[Rows]) -> Rows:
         joined.history.extend(rows.history)
         joined.events.extend(rows.events)
         joined.words.extend(rows.words)
+        joined.columns.extend(rows.columns)
     return joined

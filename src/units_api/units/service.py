@@ -110,7 +110,9 @@ def _updated(record: UnitRecord, fields: dict[str, Any], action: str) -> changes
     if not diffs:
         return None
     record.fields = fields
-    return changes.Change(record, action, "unit.updated", diffs, touches_search(diffs))
+    return changes.Change(
+        record, action, "unit.updated", diffs, touches_search(diffs), touched=frozenset(diffs)
+    )
 
 
 async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabularies) -> Written:

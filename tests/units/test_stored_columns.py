@@ -1,0 +1,125 @@
+"""A stored unit's columns (what filters, sorts, the map and the channels read) always agree
+with its stored record, whatever a write changed: an update of some fields sets only their
+columns (`record.columns_of`), so a column it leaves out must be one it could not change."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from sqlalchemy import select
+
+from tests.conftest import Api
+from units_api.http.json import dumps
+from units_api.sample_data import fake_unit
+from units_api.units.record import UnitRecord, columns_of
+from units_api.units.schemas import EDITABLE_FIELDS
+from units_api.units.tables import FIELD_COLUMNS, PRESENT_COLUMNS, units
+
+
+def _plain(value: Any) -> Any:
+    """A column's value in one form, whichever way it was read or made."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float, Decimal)):
+        return float(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+async def assert_columns_agree(api: Api, unit_id: str) -> None:
+    async with api.context.db.read() as conn:
+        query = select(units).where(units.c.id == uuid.UUID(unit_id))
+        row = (await conn.execute(query)).mappings().one()
+    expected = UnitRecord.from_row(uuid.UUID(unit_id), row).columns()
+    assert orjson.loads(row["doc"]) == orjson.loads(expected.pop("doc"))
+    assert {name: _plain(row[name]) for name in expected} == {
+        name: _plain(value) for name, value in expected.items()
+    }
+
+
+async def _send(api: Api, method: str, url: str, body: dict[str, Any]) -> Any:
+    headers = {"content-type": "application/json"}
+    return await api.request(method, url, content=dumps(body), headers=headers)
+
+
+async def _patch(api: Api, unit_id: str, body: dict[str, Any]) -> int:
+    response = await _send(api, "PATCH", f"/api/v2/units/{unit_id}", body)
+    assert response.status_code in (200, 422), response.text
+    return response.status_code
+
+
+def test_every_column_but_the_keys_is_written_by_some_update() -> None:
+    """Each column a unit's record fills is set by an update of its field, or by every
+    update; the publishing and availability columns by their own writes (every column)."""
+    everything = set(columns_of(frozenset(EDITABLE_FIELDS)))
+    states = {
+        "publishing_status",
+        "published_at",
+        "scheduled_at",
+        "channels",
+        "availability_status",
+        "reserved_until",
+    }
+    made = set(UnitRecord.new(fake_unit(random.Random(1))).columns())
+    assert everything | states == made
+    assert not everything & states
+    assert set(columns_of(frozenset({"price"}))) == {"version", "updated_at", "doc", "price"}
+    assert {"lng", "lat"} <= set(columns_of(frozenset({"unitLocation"})))
+    for field, column in {**FIELD_COLUMNS, **PRESENT_COLUMNS}.items():
+        assert column in columns_of(frozenset({field}))
+
+
+async def test_each_field_changed_set_and_removed_leaves_the_columns_agreeing(api: Api) -> None:
+    first, other = fake_unit(random.Random(3)), fake_unit(random.Random(4))
+    other["unitLocation"] = {"type": "Point", "coordinates": [31.5, 30.25]}
+    unit = await api.create_unit(**first)
+    unit_id = unit["id"]
+    await assert_columns_agree(api, unit_id)
+    written = 0
+    for field in EDITABLE_FIELDS:
+        for value in (other.get(field), None, first.get(field)):
+            if await _patch(api, unit_id, {field: value}) == 200:
+                written += 1
+                await assert_columns_agree(api, unit_id)
+    assert written > 2 * len(FIELD_COLUMNS)
+    # Several fields at once, the state machines between.
+    await _patch(api, unit_id, {"price": 4_250_000, "city": "Giza", "unitLocation": None})
+    await assert_columns_agree(api, unit_id)
+    published = await _send(
+        api,
+        "PUT",
+        f"/api/v2/units/publishing-actions/{unit_id}",
+        {"action": "publish", "channels": ["website"]},
+    )
+    assert published.status_code == 200, published.text
+    await assert_columns_agree(api, unit_id)
+    assert await _patch(api, unit_id, {"gallery": None, "surface": 141}) == 200
+    await assert_columns_agree(api, unit_id)
+
+
+async def test_a_bulk_update_leaves_the_columns_agreeing(api: Api) -> None:
+    made = [await api.create_unit(**fake_unit(random.Random(seed))) for seed in (5, 6, 7)]
+    body = {
+        "atomic": True,
+        "units": [
+            {"id": made[0]["id"], "price": 1_990_000},
+            {"id": made[1]["id"], "city": "Alexandria", "unitLocation": None, "gallery": None},
+            {"id": made[2]["id"], "name": "Renamed", "bedrooms": 5, "unitDesc": None},
+        ],
+    }
+    response = await _send(api, "PUT", "/api/v2/units/bulk/update", body)
+    assert response.status_code == 200, response.text
+    assert response.json()["succeeded"] == 3
+    for unit in made:
+        await assert_columns_agree(api, unit["id"])
+    async with api.context.db.read() as conn:
+        query = select(units.c.lng, units.c.has_gallery).where(
+            units.c.id == uuid.UUID(made[1]["id"])
+        )
+        assert (await conn.execute(query)).one() == (None, False)
