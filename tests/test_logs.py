@@ -9,6 +9,7 @@ import re
 import select
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -133,6 +134,18 @@ def test_an_access_line_is_the_json_of_its_fields(
     assert written.endswith("\n") and written.count("\n") == 1
     assert list(line.items()) == list(expected.items())
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
+
+
+def test_a_line_carries_its_millisecond_in_utc_across_every_edge() -> None:
+    """The stamp is made once a millisecond and its second's part once a second: whatever
+    order the times come in, each reads as the standard library writes that millisecond."""
+    log = AccessLog()
+    times = [1_700_000_000.0, 1_700_000_000.0004, 1_700_000_000.9995, 1_700_000_001.0]
+    times += [1_699_999_999.001, 1_700_000_000.0004, 1_735_689_599.999, 1_735_689_600.0]
+    times += [1_700_000_000.123 + n / 7919 for n in range(2000)]
+    for now in times:
+        expected = datetime.fromtimestamp(int(now * 1000) / 1000, UTC)
+        assert log._time(now) == expected.isoformat(timespec="milliseconds")
 
 
 @pytest.mark.parametrize("into", ["file", "pipe"])

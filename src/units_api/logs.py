@@ -160,6 +160,8 @@ class AccessLog:
         self.logger = logging.getLogger(self.NAME)
         self._second = -1
         self._prefix = ""
+        self._millisecond = -1
+        self._stamp = ""
         self._pending: list[_Line] = []
         self._scheduled = False
         self._limit = 0  # bytes of lines written at once (`_most`), read at the first write
@@ -169,11 +171,17 @@ class AccessLog:
         return self.logger.isEnabledFor(logging.INFO)
 
     def _time(self, now: float) -> str:
-        second = int(now)
+        """`now` as a line shows it, made once a millisecond (the lines of one share it)."""
+        millisecond = int(now * 1000)
+        if millisecond == self._millisecond:
+            return self._stamp
+        second, place = divmod(millisecond, 1000)
         if second != self._second:
             self._second = second
             self._prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-        return self._prefix + _MILLISECONDS[int((now - second) * 1000)]
+        self._millisecond = millisecond
+        self._stamp = self._prefix + _MILLISECONDS[place]
+        return self._stamp
 
     def write(
         self,
