@@ -158,9 +158,9 @@ class AccessLog:
 
     def __init__(self) -> None:
         self.logger = logging.getLogger(self.NAME)
-        self._second = -1
+        self._second: int | None = None
         self._prefix = ""
-        self._millisecond = -1
+        self._millisecond: int | None = None
         self._stamp = ""
         self._pending: list[_Line] = []
         self._scheduled = False

@@ -112,7 +112,11 @@ def columns_of(fields: frozenset[str]) -> tuple[str, ...]:
     availability as they were): the unit's columns that can differ from what is stored. The
     others hold what is stored already. SQLite rewrites the entries of every index over a
     column an UPDATE sets, changed or not: setting only these spares most of a unit's 13
-    indexes (bench/README.md, "A bulk update writes only what it changes")."""
+    indexes (bench/README.md, "A bulk update writes only what it changes").
+
+    So a column is right only if every write made it from the record as `columns` does: a
+    change to how a column is derived from the record needs a migration that fills it again
+    for every unit (as 0021 and 0026 do), or units not edited since keep the old value."""
     names = list(_ALWAYS_UPDATED)
     for field in sorted(fields):
         for column in (FIELD_COLUMNS.get(field), PRESENT_COLUMNS.get(field)):
