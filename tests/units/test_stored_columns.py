@@ -4,6 +4,7 @@ columns (`record.columns_of`), so a column it leaves out must be one it could no
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -21,6 +22,13 @@ from units_api.sample_data import fake_unit
 from units_api.units.record import UnitRecord, columns_of
 from units_api.units.schemas import EDITABLE_FIELDS
 from units_api.units.tables import FIELD_COLUMNS, PRESENT_COLUMNS, units
+
+
+@pytest.fixture
+async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
+    """An app with connections enough for concurrent requests, on each database."""
+    async for instance in start_api(roomy_settings(database_url, files_dir)):
+        yield instance
 
 
 @pytest.fixture
@@ -190,3 +198,30 @@ async def test_a_bulk_update_leaves_the_columns_agreeing(api: Api) -> None:
             units.c.id == uuid.UUID(made[1]["id"])
         )
         assert (await conn.execute(query)).one() == (None, False)
+
+
+async def test_updates_written_together_that_set_other_columns_each_keep_theirs(
+    both_api: Api,
+) -> None:
+    """PATCHes of several units arriving together (gathered into one batch) change different
+    fields: each unit's columns agree with its record, and none took another's."""
+    made = [await both_api.create_unit(**fake_unit(random.Random(seed))) for seed in range(9, 17)]
+    patches: list[dict[str, Any]] = [
+        {"price": 2_100_000},
+        {"city": "Luxor"},
+        {"unitLocation": {"type": "Point", "coordinates": [32.64, 25.69]}},
+        {"gallery": [], "bedrooms": 6},
+        {"name": "Together", "price": 2_200_000},
+        {"unitDesc": None},
+        {"surface": 155, "city": "Aswan"},
+        {"unitLocation": None},
+    ]
+    answers = await asyncio.gather(
+        *(_patch(both_api, unit["id"], patch) for unit, patch in zip(made, patches, strict=True))
+    )
+    assert answers == [200] * len(made)
+    for unit, patch in zip(made, patches, strict=True):
+        row = await assert_columns_agree(both_api, unit["id"])
+        assert row["version"] == unit["version"] + 1
+        record = orjson.loads(row["doc"])
+        assert {field: record.get(field) for field in patch} == orjson.loads(dumps(patch))
