@@ -315,6 +315,14 @@ def roomy_settings(database_url: str, files_dir: str) -> Settings:
 
 
 @pytest.fixture
+async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
+    """An app with enough connections for its concurrent requests, on each database (on
+    SQLite with the writer a server has, whose turns gathered writes take)."""
+    async for instance in start_api(roomy_settings(database_url, files_dir)):
+        yield instance
+
+
+@pytest.fixture
 async def pg_api(postgres_url: str, files_dir: str) -> AsyncIterator[Api]:
     """For behaviour only PostgreSQL has (row locks under real concurrency)."""
     async for instance in start_api(roomy_settings(postgres_url, files_dir)):

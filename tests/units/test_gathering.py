@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from tests.conftest import Api, roomy_settings, start_api, unit_body
+from tests.conftest import Api, unit_body
 from units_api.events.tables import events
 from units_api.inline_reads import UNREAD, InlineReads
 from units_api.units import changes, repository
@@ -24,14 +23,6 @@ from units_api.units.tables import unit_history, units
 from units_api.units.validation import validate_unit
 
 ACTOR = {"type": "apiKey", "id": "gathering"}
-
-
-@pytest.fixture
-async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
-    """An app with enough connections for its concurrent requests, on each database (on
-    SQLite with the writer a server has, whose turns the gathered batches take)."""
-    async for instance in start_api(roomy_settings(database_url, files_dir)):
-        yield instance
 
 
 def insert_rows(unit_id: uuid.UUID | None = None, **fields: Any) -> changes.Rows:

@@ -25,13 +25,6 @@ from units_api.units.tables import FIELD_COLUMNS, PRESENT_COLUMNS, units
 
 
 @pytest.fixture
-async def both_api(database_url: str, files_dir: str) -> AsyncIterator[Api]:
-    """An app with connections enough for concurrent requests, on each database."""
-    async for instance in start_api(roomy_settings(database_url, files_dir)):
-        yield instance
-
-
-@pytest.fixture
 async def sqlite_api(sqlite_url: str, files_dir: str) -> AsyncIterator[Api]:
     async for instance in start_api(roomy_settings(sqlite_url, files_dir)):
         yield instance
