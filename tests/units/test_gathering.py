@@ -195,9 +195,7 @@ async def update_rows(api: Api, unit_id: uuid.UUID, price: int) -> changes.Rows:
     record = UnitRecord.from_row(unit_id, row)
     before = record.fields
     record.fields = {**before, "price": price}
-    change = changes.Change(
-        record, "patch", "unit.updated", diff(before, record.fields), search=False
-    )
+    change = changes.updated(record, "patch", diff(before, record.fields))
     return changes.prepare("update", [change], ACTOR)
 
 

@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from units_api.errors import ApiError, BulkFailed, ValidationFailed
 from units_api.filters.parser import parse_filter
-from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.filtering import unit_condition
 from units_api.units.record import UnitRecord, diff
@@ -135,16 +134,7 @@ async def _write(
     batch = []
     for _, base, fields, diffs in planned:
         record = replace(base, fields=fields)
-        batch.append(
-            changes.Change(
-                record,
-                "bulk",
-                "unit.updated",
-                diffs,
-                touches_search(diffs),
-                touched=frozenset(diffs),
-            )
-        )
+        batch.append(changes.updated(record, "bulk", diffs))
     await changes.write(conn, "update", batch, who.actor)
     return {
         item.index: change.record.version for (item, *_), change in zip(planned, batch, strict=True)

@@ -39,6 +39,7 @@ from units_api.events.tables import events
 from units_api.filters.evaluate import Predicate
 from units_api.http.json import dumps_plain
 from units_api.ids import uuid7
+from units_api.search.normalize import touches_search
 from units_api.search.words import (
     SIGNATURE_COLUMNS,
     SIGNATURE_PARTS,
@@ -77,6 +78,14 @@ class Change:
 
 def created(record: UnitRecord, action: str = "create") -> Change:
     return Change(record, action, "unit.created", creation_changes(record.fields))
+
+
+def updated(record: UnitRecord, action: str, diffs: dict[str, Any]) -> Change:
+    """`record` given new editable fields (`diffs`, by `record.diff`), nothing else of it
+    changed: SQLite writes only their columns."""
+    return Change(
+        record, action, "unit.updated", diffs, touches_search(diffs), touched=frozenset(diffs)
+    )
 
 
 def deleted(record: UnitRecord) -> Change:
@@ -433,17 +442,10 @@ _POINT_INSERT = text(
 )
 
 
-def _written_columns(rows: Rows) -> list[tuple[str, ...] | None]:
-    """Of an update, the columns set by unit (None: every column)."""
-    if len(rows.columns) == len(rows.units):
-        return rows.columns
-    return [None] * len(rows.units)
-
-
 def _updates(rows: Rows) -> list[list[dict[str, Any]]]:
     """An update's parameters, a list for each set of columns written: one statement each."""
     groups: dict[tuple[str, ...] | None, list[dict[str, Any]]] = {}
-    for row, names in zip(rows.units, _written_columns(rows), strict=True):
+    for row, names in zip(rows.units, rows.columns, strict=True):
         if names is None:
             values = {name: value for name, value in row.items() if name not in _KEYS}
         else:
@@ -456,8 +458,7 @@ def _updates(rows: Rows) -> list[list[dict[str, Any]]]:
 async def _write_sqlite_points(conn: AsyncConnection, rows: Rows, ids: list[uuid.UUID]) -> None:
     placed = rows.units
     if rows.kind == "update":  # those whose point may have moved
-        written = _written_columns(rows)
-        placed = [row for row, names in zip(placed, written, strict=True) if _moves(names)]
+        placed = [row for row, names in zip(placed, rows.columns, strict=True) if _moves(names)]
         ids = [row["id"] for row in placed]
     if rows.kind != "insert" and ids:
         await conn.execute(_POINT_DELETE, [{"rowid": search_rowid(i)} for i in ids])

@@ -514,6 +514,15 @@ async def due(
     return list((await conn.execute(query)).scalars())
 
 
+# Made once: a statement built for each call cost a bulk update of ten units 4 % of its time.
+_MANY_FOR_UPDATE = (
+    select(units.c.id, *_CURRENT_COLUMNS)
+    .where(units.c.id.in_(bindparam("unit_ids", expanding=True)))
+    .order_by(units.c.id)
+    .with_for_update()
+)
+
+
 async def fetch_many_for_update(
     conn: AsyncConnection, unit_ids: Sequence[uuid.UUID], condition: ColumnElement[bool] | None
 ) -> dict[uuid.UUID, RowMapping]:
@@ -521,15 +530,6 @@ async def fetch_many_for_update(
     query = _MANY_FOR_UPDATE if condition is None else _MANY_FOR_UPDATE.where(condition)
     result = await conn.execute(query, {"unit_ids": list(unit_ids)})
     return {row["id"]: row for row in result.mappings()}
-
-
-# Made once: a statement built for each call cost a bulk update of ten units 4 % of its time.
-_MANY_FOR_UPDATE = (
-    select(units.c.id, units.c.doc, units.c.version, units.c.created_at, units.c.updated_at)
-    .where(units.c.id.in_(bindparam("unit_ids", expanding=True)))
-    .order_by(units.c.id)
-    .with_for_update()
-)
 
 
 async def matching_ids(

@@ -24,7 +24,6 @@ from units_api.filters.tree import Node
 from units_api.http.etag import check_if_match
 from units_api.http.json import load_stored
 from units_api.http.paging import INTEGER, Keyset
-from units_api.search.normalize import touches_search
 from units_api.units import changes, repository
 from units_api.units.columns import STATUS_COLUMNS
 from units_api.units.filtering import unit_predicate
@@ -110,9 +109,7 @@ def _updated(record: UnitRecord, fields: dict[str, Any], action: str) -> changes
     if not diffs:
         return None
     record.fields = fields
-    return changes.Change(
-        record, action, "unit.updated", diffs, touches_search(diffs), touched=frozenset(diffs)
-    )
+    return changes.updated(record, action, diffs)
 
 
 async def create(conn: Connection, body: Any, who: Caller, vocabularies: Vocabularies) -> Written:
